@@ -1,0 +1,90 @@
+// A llama_context: the KV cache and the forward pass. Not thread-safe: exactly one thread (the inference
+// thread) may use a Context and every sequence operation on it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "aoi/common/error.h"
+#include "aoi/engine/types.h"
+
+struct llama_context;
+
+namespace aoi::engine {
+
+class Batch;
+class Model;
+
+struct ContextParams {
+  std::uint32_t n_ctx = 8192;    // KV cells shared by all sequences (unified cache)
+  std::uint32_t n_batch = 512;   // most tokens per llama_decode call
+  std::uint32_t n_ubatch = 512;  // physical micro-batch
+  std::uint32_t n_seq_max = 16;  // sequence ids 0..n_seq_max-1
+  int n_threads = 2;             // decode (one token per sequence)
+  int n_threads_batch = 2;       // prefill
+  KvType type_k = KvType::kF16;
+  KvType type_v = KvType::kF16;
+  FlashAttn flash_attn = FlashAttn::kOff;
+  // One cell pool for all sequences, so that copying a sequence (llama_memory_seq_cp) is metadata only.
+  bool kv_unified = true;
+};
+
+// What llama_decode's return code means for the caller.
+enum class DecodeOutcome {
+  kOk,
+  kNoKvSlot,  // 1: the cache has no room for the batch; free cells (evict) and retry
+  kAborted,   // 2: the abort callback stopped it
+  kFailed,    // <0 or anything else: the batch was invalid or the backend failed
+};
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> create(Model& model, const ContextParams& params);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Runs the forward pass. On kNoKvSlot/kAborted nothing of the batch stays in the cache.
+  DecodeOutcome decode(const Batch& batch);
+  // decode() mapped to a Status with a message naming the outcome.
+  Status decode_or_error(const Batch& batch);
+
+  // Logits of output row `idx` of the last decode, in batch order; -1 is the last. [n_vocab]
+  const float* logits(int idx) const;
+
+  // Sequence operations (positions are half-open [p0, p1); p1 < 0 means "to the end").
+  bool seq_remove(SeqId seq, Pos p0, Pos p1);
+  void seq_copy(SeqId src, SeqId dst, Pos p0, Pos p1);
+  void seq_shift(SeqId seq, Pos p0, Pos p1, Pos delta);
+  void seq_keep(SeqId seq);
+  Pos seq_pos_min(SeqId seq) const;  // -1 when empty
+  Pos seq_pos_max(SeqId seq) const;  // -1 when empty
+  bool can_shift() const;
+  void clear();
+
+  std::uint32_t n_ctx() const;
+  std::uint32_t n_ctx_seq() const;  // the most positions one sequence may use
+  std::uint32_t n_batch() const;
+  std::uint32_t n_seq_max() const;
+  const ContextParams& params() const { return params_; }
+  Model& model() { return model_; }
+  const Model& model() const { return model_; }
+  // Bytes of the KV cache buffers (all sequences).
+  std::uint64_t kv_bytes() const;
+
+  llama_context* raw() { return ctx_; }
+
+ private:
+  Context(Model& model, llama_context* ctx, const ContextParams& params);
+
+  Model& model_;
+  llama_context* ctx_;  // owned
+  ContextParams params_;
+};
+
+const char* decode_outcome_name(DecodeOutcome outcome);
+
+// KV cache bytes one token occupies with these cache types (all layers, K and V).
+std::uint64_t kv_bytes_per_token(const Model& model, const ContextParams& params);
+
+}  // namespace aoi::engine

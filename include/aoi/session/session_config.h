@@ -1,0 +1,52 @@
+// What a client chooses when it creates a session.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace aoi::session {
+
+enum class SessionMode {
+  kStateful,  // the KV cache follows the data; a query decodes only its own tokens
+  kNaive,     // request-driven baseline: every query recomputes the whole retained context
+};
+const char* session_mode_name(SessionMode mode);
+
+// How Region 1 drops its oldest records.
+enum class EvictionPolicy {
+  // Exact: evict down to the low-water mark and re-decode the retained records on a second sequence, then
+  // swap. The cache then holds exactly what a full recompute over the retained context would; queries keep
+  // answering on the previous version while the rebuild runs. Costs a re-decode of the window per eviction
+  // (amortised by evict_fraction) and twice the session's KV cells.
+  kRecompute,
+  // The paper's O(1) eviction: remove the oldest records' cells and shift the rest down. Cheap, but the
+  // retained tokens' deeper-layer K/V were computed while the evicted records were visible, so answers may
+  // drift from a full recompute over the retained context.
+  kShift,
+};
+const char* eviction_policy_name(EvictionPolicy policy);
+
+// Region 1 retention. The token bound always exists (the context is finite): when max_tokens is not given it
+// is whatever the context leaves after Region 0, the scaffold and the query budget.
+struct Retention {
+  std::optional<int> max_tokens;
+  std::optional<int> max_records;
+  EvictionPolicy policy = EvictionPolicy::kRecompute;
+  // kRecompute: share of the window freed at each eviction (0: keep the window full, re-decoding it on every
+  // overflow; 0.25: evict down to 75%, so one re-decode per quarter window of new data). kShift evicts only
+  // what the new records need.
+  double evict_fraction = 0.25;
+};
+
+struct SessionConfig {
+  std::string id;
+  std::string system;  // Region 0 text (instructions)
+  Retention retention;
+  std::optional<std::string> scaffold;         // text between data and question; default from the template
+  std::optional<std::string> question_suffix;  // text after the question; default from the template
+  SessionMode mode = SessionMode::kStateful;
+  int query_budget = 512;  // positions reserved for question + closing + answer
+};
+
+}  // namespace aoi::session

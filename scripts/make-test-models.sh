@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Writes the models the tests use into DIR (skipping those already there and up to date):
+#   test-micro.gguf   generated, F16 (so that batch-shape noise stays ~0.01 logits), Llama 3 tokenizer
+#   stories260K.gguf  the real tiny model from shared/models, converted with llama.cpp's converter
+# usage: make-test-models.sh DIR GEN_MODEL CONVERTER SHARED_MODELS_DIR
+set -euo pipefail
+dir=$1 gen=$2 converter=$3 shared=$4
+mkdir -p "$dir"
+
+fresh() { [ -f "$1" ] && [ "$1" -nt "$2" ]; }
+
+fresh "$dir/test-micro.gguf" "$gen" || "$gen" --shape test-micro --type f16 -o "$dir/test-micro.gguf"
+
+src="$shared/stories260K"
+if [ -f "$src/stories260K.bin" ] && [ -f "$src/tok512.bin" ]; then
+  if ! fresh "$dir/stories260K.gguf" "$converter"; then
+    # The converter writes in the working directory when given a bare name; keep it in a temp dir.
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    (cd "$work" && "$converter" --copy-vocab-from-model "$src/tok512.bin" --llama2c-model "$src/stories260K.bin" \
+        --llama2c-output-model "$work/stories260K.gguf" >"$work/convert.log" 2>&1) || {
+      cat "$work/convert.log" >&2
+      exit 1
+    }
+    mv "$work/stories260K.gguf" "$dir/stories260K.gguf"
+    echo "make-test-models: $dir/stories260K.gguf converted from $src"
+  fi
+else
+  echo "make-test-models: $src not found; tests that need the real model will be skipped" >&2
+fi

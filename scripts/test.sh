@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test. Installs what is missing, builds with warnings as errors, runs CTest; then rebuilds with
+# AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer (each its own build directory, so
+# llama.cpp's library is built once per directory) and runs the suites each is for.
+#
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --quick    the release build's tests only
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${AOI_JOBS:-$(nproc)}
+
+scripts/setup.sh
+
+echo "== release build and tests"
+scripts/build.sh build
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+[ "${1:-}" = "--quick" ] && exit 0
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
+
+echo "== ThreadSanitizer"
+AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L unit
+
+echo "== all tests passed"

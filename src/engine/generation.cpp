@@ -1,0 +1,183 @@
+#include "aoi/engine/generation.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "aoi/engine/context.h"
+#include "aoi/engine/model.h"
+
+namespace aoi::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Length of the longest prefix of s that is whole UTF-8 characters (an incomplete tail is held back).
+size_t complete_utf8_prefix(std::string_view s) {
+  size_t i = s.size();
+  // Walk back over at most 3 continuation bytes to the lead byte of the last character.
+  size_t back = 0;
+  while (back < 4 && i > 0) {
+    const auto c = static_cast<unsigned char>(s[i - 1]);
+    if ((c & 0xC0) != 0x80) {
+      size_t need = 1;
+      if ((c & 0xE0) == 0xC0)
+        need = 2;
+      else if ((c & 0xF0) == 0xE0)
+        need = 3;
+      else if ((c & 0xF8) == 0xF0)
+        need = 4;
+      return (back + 1 >= need) ? s.size() : i - 1;
+    }
+    --i;
+    ++back;
+  }
+  return s.size();
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kEndOfGeneration:
+      return "eog";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+  }
+  return "none";
+}
+
+std::string TextStream::push(std::string_view piece) {
+  if (stopped_) return {};
+  pending_ += piece;
+  // A stop string anywhere in the pending text ends the answer there.
+  size_t cut = std::string::npos;
+  for (const auto& s : stop_) {
+    if (s.empty()) continue;
+    const size_t at = pending_.find(s);
+    if (at != std::string::npos) cut = std::min(cut, at);
+  }
+  if (cut != std::string::npos) {
+    std::string out = pending_.substr(0, cut);
+    pending_.clear();
+    stopped_ = true;
+    text_ += out;
+    return out;
+  }
+  // Hold back the longest tail that is a proper prefix of some stop string.
+  size_t hold = 0;
+  for (const auto& s : stop_) {
+    for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); k > hold; --k) {
+      if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  size_t emit = pending_.size() - hold;
+  emit = complete_utf8_prefix(std::string_view(pending_).substr(0, emit));
+  std::string out = pending_.substr(0, emit);
+  pending_.erase(0, emit);
+  text_ += out;
+  return out;
+}
+
+std::string TextStream::flush() {
+  if (stopped_) return {};
+  std::string out = std::move(pending_);
+  pending_.clear();
+  text_ += out;
+  return out;
+}
+
+Generation::Generation(Context& ctx, SeqId seq, Pos pos, std::vector<Token> prompt, GenerationParams params,
+                       std::function<void(std::string_view)> on_text)
+    : ctx_(ctx),
+      seq_(seq),
+      pos_(pos),
+      prompt_(std::move(prompt)),
+      params_(std::move(params)),
+      on_text_(std::move(on_text)),
+      sampler_(params_.sampling),
+      batch_(static_cast<int>(ctx.n_batch())),
+      text_(params_.stop),
+      t_start_(Clock::now()) {
+  result_.n_prompt = static_cast<int>(prompt_.size());
+}
+
+Result<Generation::Step> Generation::step() {
+  if (done_) return Step::kDone;
+  if (prompt_done_ < prompt_.size()) {
+    // Prompt chunks of at most n_batch tokens; only the last chunk keeps its final logits.
+    const size_t n = std::min(prompt_.size() - prompt_done_, static_cast<size_t>(batch_.capacity()));
+    const bool last = prompt_done_ + n == prompt_.size();
+    batch_.clear();
+    batch_.add_run(std::span(prompt_).subspan(prompt_done_, n), pos_, seq_, last);
+    if (Status s = ctx_.decode_or_error(batch_); !s) {
+      done_ = true;
+      return s.error();
+    }
+    prompt_done_ += n;
+    pos_ += static_cast<Pos>(n);
+    if (last) {
+      result_.prompt_ms = ms_between(t_start_, Clock::now());
+      t_first_sample_ = Clock::now();
+    }
+    return Step::kRunning;
+  }
+  return sample_and_continue();
+}
+
+Result<Generation::Step> Generation::sample_and_continue() {
+  auto finish = [&](FinishReason reason) {
+    result_.finish = reason;
+    const std::string rest = text_.flush();
+    if (!rest.empty() && on_text_) on_text_(rest);
+    result_.text = text_.text();
+    result_.generate_ms = ms_between(t_first_sample_, Clock::now());
+    done_ = true;
+    return Step::kDone;
+  };
+
+  if (params_.max_tokens <= 0) return finish(FinishReason::kLength);
+  Top2 top;
+  const Token token = sampler_.sample(ctx_, -1, &top);
+  if (params_.keep_first_logits && result_.top.empty()) {
+    const float* logits = ctx_.logits(-1);
+    result_.first_logits.assign(logits, logits + ctx_.model().n_vocab());
+  }
+  result_.top.push_back(top);
+  if (ctx_.model().is_end_of_generation(token)) return finish(FinishReason::kEndOfGeneration);
+
+  result_.tokens.push_back(token);
+  const std::string delta = text_.push(ctx_.model().token_to_piece(token));
+  if (!delta.empty() && on_text_) on_text_(delta);
+  if (text_.stopped()) return finish(FinishReason::kStop);
+  if (static_cast<int>(result_.tokens.size()) >= params_.max_tokens) return finish(FinishReason::kLength);
+
+  batch_.clear();
+  batch_.add(token, pos_, seq_, true);
+  if (Status s = ctx_.decode_or_error(batch_); !s) {
+    done_ = true;
+    return s.error();
+  }
+  ++pos_;
+  return Step::kRunning;
+}
+
+Status Generation::run() {
+  while (!done_) {
+    auto r = step();
+    if (!r) return r.error();
+  }
+  return {};
+}
+
+}  // namespace aoi::engine

@@ -1,0 +1,155 @@
+#include "aoi/engine/model.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "llama.h"
+
+namespace aoi::engine {
+namespace {
+
+static_assert(sizeof(Token) == sizeof(llama_token));
+static_assert(sizeof(Pos) == sizeof(llama_pos));
+static_assert(sizeof(SeqId) == sizeof(llama_seq_id));
+
+// llama.cpp logs in fragments (GGML_LOG_LEVEL_CONT continues the previous line); join them per thread
+// and hand whole lines to spdlog. Its INFO chatter goes to debug: aoi prints its own summary.
+void forward_llama_log(ggml_log_level level, const char* text, void* /*user_data*/) {
+  thread_local std::string line;
+  thread_local ggml_log_level line_level = GGML_LOG_LEVEL_DEBUG;
+  if (level != GGML_LOG_LEVEL_CONT) line_level = level;
+  line += text;
+  if (line.empty() || line.back() != '\n') return;
+  line.pop_back();
+  switch (line_level) {
+    case GGML_LOG_LEVEL_ERROR:
+      spdlog::error("llama: {}", line);
+      break;
+    case GGML_LOG_LEVEL_WARN:
+      spdlog::warn("llama: {}", line);
+      break;
+    default:
+      spdlog::debug("llama: {}", line);
+      break;
+  }
+  line.clear();
+}
+
+bool forward_progress(float progress, void* user_data) {
+  const auto* on_progress = static_cast<const std::function<bool(float)>*>(user_data);
+  return (*on_progress)(progress);
+}
+
+}  // namespace
+
+void init_backend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llama_log_set(forward_llama_log, nullptr);
+    llama_backend_init();
+  });
+}
+
+Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
+  init_backend();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(params.path, ec)) {
+    return Error::invalid("model", "model file not found: " + params.path);
+  }
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = params.n_gpu_layers;
+  if (params.on_progress) {
+    mp.progress_callback = forward_progress;
+    mp.progress_callback_user_data = const_cast<std::function<bool(float)>*>(&params.on_progress);
+  }
+  llama_model* model = llama_model_load_from_file(params.path.c_str(), mp);
+  if (model == nullptr) {
+    return Error::invalid("model", "llama.cpp could not load " + params.path + " (not a GGUF model?)");
+  }
+  return std::unique_ptr<Model>(new Model(model, params.path));
+}
+
+Model::Model(llama_model* model, std::string path)
+    : model_(model), vocab_(llama_model_get_vocab(model)), path_(std::move(path)) {}
+
+Model::~Model() { llama_model_free(model_); }
+
+std::vector<Token> Model::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+  std::vector<Token> tokens(text.size() + 2);
+  int32_t n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                             static_cast<int32_t>(tokens.size()), add_bos, parse_special);
+  if (n < 0) {
+    tokens.resize(static_cast<size_t>(-n));
+    n = llama_tokenize(vocab_, text.data(), static_cast<int32_t>(text.size()), tokens.data(),
+                       static_cast<int32_t>(tokens.size()), add_bos, parse_special);
+  }
+  tokens.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return tokens;
+}
+
+std::string Model::token_to_piece(Token token, bool special) const {
+  char buf[128];
+  int32_t n = llama_token_to_piece(vocab_, token, buf, sizeof(buf), 0, special);
+  if (n >= 0) return std::string(buf, static_cast<size_t>(n));
+  std::string big(static_cast<size_t>(-n), '\0');
+  n = llama_token_to_piece(vocab_, token, big.data(), static_cast<int32_t>(big.size()), 0, special);
+  big.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return big;
+}
+
+std::string Model::detokenize(std::span<const Token> tokens, bool special) const {
+  std::string text;
+  for (Token t : tokens) text += token_to_piece(t, special);
+  return text;
+}
+
+bool Model::is_end_of_generation(Token token) const { return llama_vocab_is_eog(vocab_, token); }
+Token Model::bos() const { return llama_vocab_bos(vocab_); }
+bool Model::adds_bos() const { return llama_vocab_get_add_bos(vocab_); }
+int Model::n_vocab() const { return llama_vocab_n_tokens(vocab_); }
+int Model::n_ctx_train() const { return llama_model_n_ctx_train(model_); }
+int Model::n_embd() const { return llama_model_n_embd(model_); }
+int Model::n_layer() const { return llama_model_n_layer(model_); }
+std::uint64_t Model::n_params() const { return llama_model_n_params(model_); }
+std::uint64_t Model::size_bytes() const { return llama_model_size(model_); }
+
+std::string Model::description() const {
+  char buf[256];
+  llama_model_desc(model_, buf, sizeof(buf));
+  return buf;
+}
+
+std::string Model::name() const { return std::filesystem::path(path_).stem().string(); }
+
+std::optional<std::string> Model::chat_template() const {
+  const char* tmpl = llama_model_chat_template(model_, nullptr);
+  if (tmpl == nullptr) return std::nullopt;
+  return std::string(tmpl);
+}
+
+Result<std::string> Model::apply_chat_template(std::span<const ChatMessage> messages, bool add_assistant) const {
+  const auto tmpl = chat_template();
+  if (!tmpl) return Error::invalid("model", "the model has no chat template");
+  std::vector<llama_chat_message> chat;
+  chat.reserve(messages.size());
+  size_t total = 0;
+  for (const auto& m : messages) {
+    chat.push_back({m.role.c_str(), m.content.c_str()});
+    total += m.role.size() + m.content.size();
+  }
+  std::string out(2 * total + 256, '\0');
+  int32_t n = llama_chat_apply_template(tmpl->c_str(), chat.data(), chat.size(), add_assistant, out.data(),
+                                        static_cast<int32_t>(out.size()));
+  if (n > static_cast<int32_t>(out.size())) {
+    out.resize(static_cast<size_t>(n));
+    n = llama_chat_apply_template(tmpl->c_str(), chat.data(), chat.size(), add_assistant, out.data(),
+                                  static_cast<int32_t>(out.size()));
+  }
+  if (n < 0) return Error::invalid("model", "llama.cpp does not support this model's chat template");
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace aoi::engine

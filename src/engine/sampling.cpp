@@ -1,0 +1,62 @@
+#include "aoi/engine/sampling.h"
+
+#include <limits>
+
+#include "aoi/engine/context.h"
+#include "aoi/engine/model.h"
+#include "llama.h"
+
+namespace aoi::engine {
+
+Top2 top2(const float* logits, int n) {
+  // Two running maxima; a strict '>' keeps the lower id on ties, matching llama.cpp's greedy sampler.
+  Top2 best;
+  float v1 = -std::numeric_limits<float>::infinity();
+  float v2 = v1;
+  int i1 = -1;
+  int i2 = -1;
+  for (int i = 0; i < n; ++i) {
+    const float v = logits[i];
+    if (v > v2) {
+      if (v > v1) {
+        v2 = v1;
+        i2 = i1;
+        v1 = v;
+        i1 = i;
+      } else {
+        v2 = v;
+        i2 = i;
+      }
+    }
+  }
+  best.token = i1;
+  best.logit = v1;
+  best.second = i2;
+  best.second_logit = v2;
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& params) {
+  if (params.temperature <= 0.0f) return;
+  chain_ = llama_sampler_chain_init(llama_sampler_chain_default_params());
+  if (params.top_k > 0) llama_sampler_chain_add(chain_, llama_sampler_init_top_k(params.top_k));
+  if (params.top_p < 1.0f) llama_sampler_chain_add(chain_, llama_sampler_init_top_p(params.top_p, 1));
+  llama_sampler_chain_add(chain_, llama_sampler_init_temp(params.temperature));
+  llama_sampler_chain_add(chain_, llama_sampler_init_dist(params.seed));
+}
+
+Sampler::~Sampler() {
+  if (chain_ != nullptr) llama_sampler_free(chain_);
+}
+
+Token Sampler::sample(Context& ctx, int idx, Top2* top) {
+  const float* logits = ctx.logits(idx);
+  const int n_vocab = ctx.model().n_vocab();
+  const Top2 best = top2(logits, n_vocab);
+  if (top != nullptr) *top = best;
+  if (chain_ == nullptr) return best.token;
+  const llama_token token = llama_sampler_sample(chain_, ctx.raw(), idx);
+  return token;
+}
+
+}  // namespace aoi::engine

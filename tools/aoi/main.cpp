@@ -1,0 +1,51 @@
+// aoi: the command-line entry point (server, client commands, measurements).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "replay.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"aoi: stateful streaming LLM inference"};
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "debug logging (llama.cpp's too)");
+
+  aoi::cli::ReplayOptions replay;
+  std::string eviction = "recompute";
+  std::string flash_attn = "off";
+  std::vector<std::string> modes = {"stateful", "naive"};
+  CLI::App* rp = app.add_subcommand("replay", "stream records into a session in-process and time questions "
+                                              "in stateful and naive mode");
+  rp->add_option("-m,--model", replay.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  rp->add_option("--records", replay.records_file, "records, one per line (default: generated OHLCV bars)")
+      ->check(CLI::ExistingFile);
+  rp->add_option("--seed", replay.seed, "seed of the generated bars");
+  rp->add_option("--checkpoints", replay.checkpoints, "context sizes in tokens at which to ask")->delimiter(',');
+  rp->add_option("-q,--question", replay.questions, "question (repeatable)");
+  rp->add_option("--system", replay.system, "Region 0 text");
+  rp->add_option("--batch-records", replay.batch_records, "records per append")->check(CLI::PositiveNumber);
+  rp->add_option("--max-tokens", replay.max_tokens, "answer tokens at most")->check(CLI::NonNegativeNumber);
+  rp->add_option("-t,--threads", replay.threads, "CPU threads")->check(CLI::PositiveNumber);
+  rp->add_option("-b,--batch-size", replay.batch_size, "tokens per forward pass")->check(CLI::PositiveNumber);
+  rp->add_option("--flash-attn", flash_attn, "flash attention")->check(CLI::IsMember({"on", "off"}));
+  rp->add_option("--retention-tokens", replay.retention_tokens, "Region 1 window (default: above the last checkpoint)");
+  rp->add_option("--eviction", eviction, "eviction policy")->check(CLI::IsMember({"recompute", "shift"}));
+  rp->add_option("--modes", modes, "modes to run")->delimiter(',')->check(CLI::IsMember({"stateful", "naive"}));
+  rp->add_option("--csv", replay.csv, "write the measurements as CSV");
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+
+  if (rp->parsed()) {
+    replay.eviction = eviction == "shift" ? aoi::session::EvictionPolicy::kShift : aoi::session::EvictionPolicy::kRecompute;
+    replay.flash_attn = flash_attn == "on";
+    replay.modes.clear();
+    for (const auto& m : modes) {
+      replay.modes.push_back(m == "naive" ? aoi::session::SessionMode::kNaive : aoi::session::SessionMode::kStateful);
+    }
+    return aoi::cli::run_replay(replay);
+  }
+  return 0;
+}

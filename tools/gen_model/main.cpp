@@ -1,0 +1,259 @@
+// aoi-gen-model: writes a Llama-architecture GGUF with deterministic random weights for a named shape or
+// explicit dimensions, with the tokenizer of one of llama.cpp's vocab-only files (Llama 3's by default).
+// The same arguments always give the same file.
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ggml.h"
+#include "gguf.h"
+#include "shapes.h"
+
+namespace {
+
+using aoi::tools::ModelShape;
+
+// A compact Llama 3 chat template; llama.cpp recognises it by its header tokens.
+constexpr const char* kLlama3Template =
+    "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+    "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}";
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 0xcbf29ce484222325ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// Standard normal values from a seeded stream (Box-Muller).
+void fill_normal(float* out, size_t n, std::uint64_t seed, float stddev) {
+  std::uint64_t state = seed;
+  for (size_t i = 0; i < n; i += 2) {
+    const double u1 = (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    out[i] = static_cast<float>(r * std::cos(2.0 * M_PI * u2)) * stddev;
+    if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(2.0 * M_PI * u2)) * stddev;
+  }
+}
+
+struct TensorSpec {
+  std::string name;
+  std::int64_t ne0;  // row length (input dimension)
+  std::int64_t ne1;  // rows
+  ggml_type type;
+  float stddev;  // 0: a norm weight, all ones
+};
+
+// Row data for one tensor, generated in row blocks on all cores; each block has its own seed so the result
+// does not depend on the number of threads.
+std::vector<std::uint8_t> make_tensor(const TensorSpec& t, std::uint64_t seed) {
+  const size_t row_bytes = ggml_row_size(t.type, t.ne0);
+  std::vector<std::uint8_t> data(row_bytes * static_cast<size_t>(t.ne1));
+  constexpr std::int64_t kRowsPerBlock = 64;
+  const std::int64_t n_blocks = (t.ne1 + kRowsPerBlock - 1) / kRowsPerBlock;
+  const std::uint64_t tensor_seed = fnv1a(t.name, seed * 0x9E3779B97F4A7C15ull + 1);
+  auto work = [&](std::int64_t b0, std::int64_t b1) {
+    std::vector<float> rows(static_cast<size_t>(kRowsPerBlock * t.ne0));
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t r0 = b * kRowsPerBlock;
+      const std::int64_t nr = std::min(kRowsPerBlock, t.ne1 - r0);
+      const size_t n = static_cast<size_t>(nr * t.ne0);
+      if (t.stddev == 0.0f) {
+        std::fill_n(rows.begin(), n, 1.0f);
+      } else {
+        fill_normal(rows.data(), n, tensor_seed + static_cast<std::uint64_t>(b) * 0x632BE59BD9B4E019ull, t.stddev);
+      }
+      std::uint8_t* dst = data.data() + static_cast<size_t>(r0) * row_bytes;
+      switch (t.type) {
+        case GGML_TYPE_F32:
+          std::memcpy(dst, rows.data(), n * sizeof(float));
+          break;
+        case GGML_TYPE_F16:
+          ggml_fp32_to_fp16_row(rows.data(), reinterpret_cast<ggml_fp16_t*>(dst), n);
+          break;
+        default:
+          ggml_quantize_chunk(t.type, rows.data(), dst, 0, nr, t.ne0, nullptr);
+          break;
+      }
+    }
+  };
+  const std::int64_t n_threads =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(std::thread::hardware_concurrency(), n_blocks));
+  std::vector<std::thread> threads;
+  for (std::int64_t i = 0; i < n_threads; ++i) {
+    threads.emplace_back(work, n_blocks * i / n_threads, n_blocks * (i + 1) / n_threads);
+  }
+  for (auto& th : threads) th.join();
+  return data;
+}
+
+bool vocab_has_token(const gguf_context* vocab, const char* text) {
+  const std::int64_t key = gguf_find_key(vocab, "tokenizer.ggml.tokens");
+  if (key < 0) return false;
+  const size_t n = gguf_get_arr_n(vocab, key);
+  for (size_t i = n; i-- > 0;) {  // special tokens sit at the end of the Llama 3 vocabulary
+    if (std::strcmp(gguf_get_arr_str(vocab, key, i), text) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Write a Llama-architecture GGUF with deterministic random weights"};
+  std::string shape_name = "test-micro";
+  std::string out_path;
+  std::string vocab_path = AOI_DEFAULT_VOCAB;
+  std::string type_name = "q8_0";
+  std::uint64_t seed = 42;
+  ModelShape custom;
+  app.add_option("-s,--shape", shape_name, "named shape")->check(CLI::IsMember(aoi::tools::shape_names()));
+  app.add_option("-o,--output", out_path, "output GGUF file")->required();
+  app.add_option("--vocab", vocab_path, "vocab-only GGUF to copy the tokenizer from");
+  app.add_option("-t,--type", type_name, "weight type")->check(CLI::IsMember({"f16", "q8_0"}));
+  app.add_option("--seed", seed, "weights seed");
+  app.add_option("--n-embd", custom.n_embd, "override: embedding size");
+  app.add_option("--n-layer", custom.n_layer, "override: layers");
+  app.add_option("--n-head", custom.n_head, "override: attention heads");
+  app.add_option("--n-head-kv", custom.n_head_kv, "override: KV heads");
+  app.add_option("--n-ff", custom.n_ff, "override: feed-forward size");
+  app.add_option("--n-ctx", custom.n_ctx_train, "override: trained context length");
+  CLI11_PARSE(app, argc, argv);
+
+  ModelShape shape = *aoi::tools::find_shape(shape_name);
+  if (custom.n_embd) shape.n_embd = custom.n_embd;
+  if (custom.n_layer) shape.n_layer = custom.n_layer;
+  if (custom.n_head) shape.n_head = custom.n_head;
+  if (custom.n_head_kv) shape.n_head_kv = custom.n_head_kv;
+  if (custom.n_ff) shape.n_ff = custom.n_ff;
+  if (custom.n_ctx_train) shape.n_ctx_train = custom.n_ctx_train;
+  const ggml_type wtype = type_name == "f16" ? GGML_TYPE_F16 : GGML_TYPE_Q8_0;
+  if (shape.n_embd % shape.n_head != 0 || shape.n_head % shape.n_head_kv != 0 || shape.n_embd % 32 != 0 ||
+      shape.n_ff % 32 != 0) {
+    std::fprintf(stderr, "aoi-gen-model: n_embd must divide by n_head and 32, n_head by n_head_kv, n_ff by 32\n");
+    return 2;
+  }
+
+  gguf_init_params vp = {/*no_alloc=*/true, /*ctx=*/nullptr};
+  gguf_context* vocab = gguf_init_from_file(vocab_path.c_str(), vp);
+  if (vocab == nullptr) {
+    std::fprintf(stderr, "aoi-gen-model: cannot read vocabulary %s\n", vocab_path.c_str());
+    return 1;
+  }
+  const std::int64_t tokens_key = gguf_find_key(vocab, "tokenizer.ggml.tokens");
+  if (tokens_key < 0) {
+    std::fprintf(stderr, "aoi-gen-model: %s has no tokenizer\n", vocab_path.c_str());
+    return 1;
+  }
+  const auto n_vocab = static_cast<std::int64_t>(gguf_get_arr_n(vocab, tokens_key));
+  const int head_dim = shape.n_embd / shape.n_head;
+
+  gguf_context* out = gguf_init_empty();
+  // The tokenizer (and nothing else) comes from the vocab file.
+  gguf_set_kv(out, vocab);
+  for (std::int64_t i = gguf_get_n_kv(out) - 1; i >= 0; --i) {
+    const std::string key = gguf_get_key(out, i);
+    if (key.rfind("tokenizer.", 0) != 0) gguf_remove_key(out, key.c_str());
+  }
+  gguf_set_val_str(out, "general.architecture", "llama");
+  gguf_set_val_str(out, "general.name", ("aoi generated " + shape.name).c_str());
+  gguf_set_val_u32(out, "general.file_type", wtype == GGML_TYPE_F16 ? 1 : 7);
+  gguf_set_val_u32(out, "llama.context_length", static_cast<std::uint32_t>(shape.n_ctx_train));
+  gguf_set_val_u32(out, "llama.embedding_length", static_cast<std::uint32_t>(shape.n_embd));
+  gguf_set_val_u32(out, "llama.block_count", static_cast<std::uint32_t>(shape.n_layer));
+  gguf_set_val_u32(out, "llama.feed_forward_length", static_cast<std::uint32_t>(shape.n_ff));
+  gguf_set_val_u32(out, "llama.attention.head_count", static_cast<std::uint32_t>(shape.n_head));
+  gguf_set_val_u32(out, "llama.attention.head_count_kv", static_cast<std::uint32_t>(shape.n_head_kv));
+  gguf_set_val_u32(out, "llama.rope.dimension_count", static_cast<std::uint32_t>(head_dim));
+  gguf_set_val_u32(out, "llama.vocab_size", static_cast<std::uint32_t>(n_vocab));
+  gguf_set_val_f32(out, "llama.rope.freq_base", shape.rope_theta);
+  gguf_set_val_f32(out, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  if (gguf_find_key(out, "tokenizer.chat_template") < 0 && vocab_has_token(vocab, "<|start_header_id|>")) {
+    gguf_set_val_str(out, "tokenizer.chat_template", kLlama3Template);
+  }
+
+  // Weights ~ N(0, 1/fan_in); embeddings ~ N(0, 1) so that logits spread over several units and greedy
+  // choices are rarely near-ties.
+  std::vector<TensorSpec> specs;
+  const std::int64_t E = shape.n_embd, F = shape.n_ff, Q = static_cast<std::int64_t>(shape.n_head) * head_dim,
+                     KV = static_cast<std::int64_t>(shape.n_head_kv) * head_dim;
+  const auto inv_sqrt = [](std::int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  specs.push_back({"token_embd.weight", E, n_vocab, wtype, 1.0f});
+  specs.push_back({"output_norm.weight", E, 1, GGML_TYPE_F32, 0.0f});
+  if (!shape.tied_embeddings) specs.push_back({"output.weight", E, n_vocab, wtype, 1.0f});
+  for (int l = 0; l < shape.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    specs.push_back({p + "attn_norm.weight", E, 1, GGML_TYPE_F32, 0.0f});
+    specs.push_back({p + "attn_q.weight", E, Q, wtype, inv_sqrt(E)});
+    specs.push_back({p + "attn_k.weight", E, KV, wtype, inv_sqrt(E)});
+    specs.push_back({p + "attn_v.weight", E, KV, wtype, inv_sqrt(E)});
+    specs.push_back({p + "attn_output.weight", Q, E, wtype, inv_sqrt(Q)});
+    specs.push_back({p + "ffn_norm.weight", E, 1, GGML_TYPE_F32, 0.0f});
+    specs.push_back({p + "ffn_gate.weight", E, F, wtype, inv_sqrt(E)});
+    specs.push_back({p + "ffn_up.weight", E, F, wtype, inv_sqrt(E)});
+    specs.push_back({p + "ffn_down.weight", F, E, wtype, inv_sqrt(F)});
+  }
+
+  ggml_init_params gp = {ggml_tensor_overhead() * (specs.size() + 1), nullptr, /*no_alloc=*/true};
+  ggml_context* meta = ggml_init(gp);
+  for (const auto& t : specs) {
+    ggml_tensor* tensor =
+        t.ne1 == 1 ? ggml_new_tensor_1d(meta, t.type, t.ne0) : ggml_new_tensor_2d(meta, t.type, t.ne0, t.ne1);
+    ggml_set_name(tensor, t.name.c_str());
+    gguf_add_tensor(out, tensor);
+  }
+
+  const std::filesystem::path path(out_path);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  const std::string tmp_path = out_path + ".tmp";
+  FILE* f = std::fopen(tmp_path.c_str(), "wb");
+  if (f == nullptr) {
+    std::fprintf(stderr, "aoi-gen-model: cannot write %s\n", tmp_path.c_str());
+    return 1;
+  }
+  std::vector<std::uint8_t> header(gguf_get_meta_size(out));
+  gguf_get_meta_data(out, header.data());
+  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  const size_t align = gguf_get_alignment(out);
+  std::uint64_t total = 0;
+  for (const auto& t : specs) {
+    if (!ok) break;
+    const std::vector<std::uint8_t> data = make_tensor(t, seed);
+    ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+    const size_t pad = (align - data.size() % align) % align;
+    static const std::uint8_t zeros[64] = {};
+    ok = ok && std::fwrite(zeros, 1, pad, f) == pad;
+    total += data.size();
+  }
+  ok = (std::fclose(f) == 0) && ok;
+  ggml_free(meta);
+  gguf_free(out);
+  gguf_free(vocab);
+  if (!ok) {
+    std::remove(tmp_path.c_str());
+    std::fprintf(stderr, "aoi-gen-model: write failed for %s\n", out_path.c_str());
+    return 1;
+  }
+  std::filesystem::rename(tmp_path, out_path);
+  std::printf("aoi-gen-model: %s: %s, %s, vocab %lld, %.1f MB\n", out_path.c_str(), shape.name.c_str(),
+              type_name.c_str(), static_cast<long long>(n_vocab), static_cast<double>(total) / 1e6);
+  return 0;
+}
