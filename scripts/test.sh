@@ -21,11 +21,11 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
 AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 echo "== ThreadSanitizer"
 AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L unit
+  ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L threads
 
 echo "== all tests passed"

@@ -4,26 +4,17 @@ namespace aoi {
 
 std::string_view error_type_name(ErrorType type) {
   switch (type) {
-    case ErrorType::kMalformed:
-      return "malformed_request";
-    case ErrorType::kUnauthorized:
-      return "unauthorized";
-    case ErrorType::kNotFound:
-      return "not_found";
-    case ErrorType::kConflict:
-      return "conflict";
-    case ErrorType::kTooLarge:
-      return "too_large";
-    case ErrorType::kInvalidValue:
-      return "invalid_value";
-    case ErrorType::kOverloaded:
-      return "overloaded";
-    case ErrorType::kNotReady:
-      return "not_ready";
-    case ErrorType::kTimeout:
-      return "timeout";
-    case ErrorType::kInternal:
-      return "internal_error";
+    case ErrorType::kMalformed: return "malformed_request";
+    case ErrorType::kUnauthorized: return "unauthorized";
+    case ErrorType::kNotFound: return "not_found";
+    case ErrorType::kMethodNotAllowed: return "method_not_allowed";
+    case ErrorType::kConflict: return "conflict";
+    case ErrorType::kTooLarge: return "too_large";
+    case ErrorType::kInvalidValue: return "invalid_value";
+    case ErrorType::kOverloaded: return "overloaded";
+    case ErrorType::kNotReady: return "not_ready";
+    case ErrorType::kTimeout: return "timeout";
+    case ErrorType::kInternal: return "internal_error";
   }
   return "internal_error";
 }

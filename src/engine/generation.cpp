@@ -42,14 +42,10 @@ size_t complete_utf8_prefix(std::string_view s) {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kEndOfGeneration:
-      return "eog";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
+    case FinishReason::kNone: return "none";
+    case FinishReason::kEndOfGeneration: return "eog";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
   }
   return "none";
 }
@@ -62,7 +58,10 @@ std::string TextStream::push(std::string_view piece) {
   for (const auto& s : stop_) {
     if (s.empty()) continue;
     const size_t at = pending_.find(s);
-    if (at != std::string::npos) cut = std::min(cut, at);
+    if (at != std::string::npos && at < cut) {
+      cut = at;
+      stop_string_ = s;
+    }
   }
   if (cut != std::string::npos) {
     std::string out = pending_.substr(0, cut);
@@ -74,7 +73,8 @@ std::string TextStream::push(std::string_view piece) {
   // Hold back the longest tail that is a proper prefix of some stop string.
   size_t hold = 0;
   for (const auto& s : stop_) {
-    for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); k > hold; --k) {
+    if (s.empty()) continue;
+    for (size_t k = std::min(s.size() - 1, pending_.size()); k > hold; --k) {
       if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
         hold = k;
         break;
@@ -141,6 +141,7 @@ Result<Generation::Step> Generation::sample_and_continue() {
     const std::string rest = text_.flush();
     if (!rest.empty() && on_text_) on_text_(rest);
     result_.text = text_.text();
+    result_.stop_string = text_.stop_string();
     result_.generate_ms = ms_between(t_first_sample_, Clock::now());
     done_ = true;
     return Step::kDone;

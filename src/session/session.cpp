@@ -104,18 +104,21 @@ EvictionPolicy Session::eviction_policy() const {
 }
 
 Result<TokenizedRecord> Session::prepare_record(std::string_view text, std::uint64_t seq, size_t index) const {
-  const std::string field = "records[" + std::to_string(index) + "]";
-  if (text.empty() || all_space(text)) return Error::invalid(field, "record is empty");
-  TokenizedRecord r;
-  r.seq = seq;
+  if (text.empty() || all_space(text))
+    return Error::invalid("records[" + std::to_string(index) + "]", "record is empty");
   std::string line(text);
   line += '\n';
-  r.tokens = ctx_.model().tokenize(line, false, /*parse_special=*/false);
-  if (static_cast<int>(r.tokens.size()) > max_data_tokens_) {
-    return Error::invalid(field, "record is " + std::to_string(r.tokens.size()) +
-                                     " tokens; the retention window holds " + std::to_string(max_data_tokens_));
+  return prepare_tokens(ctx_.model().tokenize(line, false, /*parse_special=*/false), seq, index);
+}
+
+Result<TokenizedRecord> Session::prepare_tokens(std::vector<Token> tokens, std::uint64_t seq, size_t index) const {
+  const std::string field = "records[" + std::to_string(index) + "]";
+  if (tokens.empty()) return Error::invalid(field, "record is empty");
+  if (static_cast<int>(tokens.size()) > max_data_tokens_) {
+    return Error::invalid(field, "record is " + std::to_string(tokens.size()) + " tokens; the retention window holds " +
+                                     std::to_string(max_data_tokens_));
   }
-  return r;
+  return TokenizedRecord{seq, std::move(tokens)};
 }
 
 Result<AppendStats> Session::append_text(std::span<const std::string> texts) {

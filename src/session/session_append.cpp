@@ -39,6 +39,10 @@ bool SessionAppend::needs_primary() const {
   return kind_ == Kind::kInPlace || (kind_ == Kind::kRebuild && n_decoded_ == tokens_.size());
 }
 
+bool SessionAppend::can_step() const {
+  return done_ || kind_ != Kind::kRebuild || n_decoded_ < tokens_.size() || !s_.primary_busy_;
+}
+
 Result<StepResult> SessionAppend::step() {
   if (done_) return StepResult::kDone;
   if (n_decoded_ < tokens_.size()) {
@@ -131,11 +135,8 @@ void SessionAppend::roll_back() {
   done_ = true;
   for (const auto& r : window_) s.last_record_seq_ = std::max(s.last_record_seq_, r.seq);
   switch (kind_) {
-    case Kind::kBookkeeping:
-      break;
-    case Kind::kRebuild:
-      s.ctx_.seq_remove(target_, 0, -1);
-      break;
+    case Kind::kBookkeeping: break;
+    case Kind::kRebuild: s.ctx_.seq_remove(target_, 0, -1); break;
     case Kind::kInPlace:
       // Take the partial batch out and put the scaffold back (if the cache lets us; a later query or append
       // decodes it otherwise).

@@ -1,6 +1,6 @@
 // aoi: the command-line entry point (server, client commands, measurements).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <map>
 
@@ -16,8 +16,9 @@ int main(int argc, char** argv) {
   std::string eviction = "recompute";
   std::string flash_attn = "off";
   std::vector<std::string> modes = {"stateful", "naive"};
-  CLI::App* rp = app.add_subcommand("replay", "stream records into a session in-process and time questions "
-                                              "in stateful and naive mode");
+  CLI::App* rp = app.add_subcommand("replay",
+                                    "stream records into a session in-process and time questions "
+                                    "in stateful and naive mode");
   rp->add_option("-m,--model", replay.model, "GGUF model")->required()->check(CLI::ExistingFile);
   rp->add_option("--records", replay.records_file, "records, one per line (default: generated OHLCV bars)")
       ->check(CLI::ExistingFile);
@@ -39,7 +40,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
 
   if (rp->parsed()) {
-    replay.eviction = eviction == "shift" ? aoi::session::EvictionPolicy::kShift : aoi::session::EvictionPolicy::kRecompute;
+    replay.eviction =
+        eviction == "shift" ? aoi::session::EvictionPolicy::kShift : aoi::session::EvictionPolicy::kRecompute;
     replay.flash_attn = flash_attn == "on";
     replay.modes.clear();
     for (const auto& m : modes) {

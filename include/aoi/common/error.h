@@ -10,16 +10,17 @@
 namespace aoi {
 
 enum class ErrorType {
-  kMalformed,     // the request cannot be parsed (400)
-  kUnauthorized,  // missing or wrong API key (401)
-  kNotFound,      // unknown session, flash query, route (404)
-  kConflict,      // the id exists already (409)
-  kTooLarge,      // body or input over a configured limit (413)
-  kInvalidValue,  // parsed, but a value is out of range or of the wrong kind (422)
-  kOverloaded,    // no capacity now: full KV pool, too many sessions, queue full (429)
-  kNotReady,      // the server is loading or shutting down (503)
-  kTimeout,       // a wait (read-your-writes) ran out (504)
-  kInternal,      // a bug or an engine failure (500)
+  kMalformed,         // the request cannot be parsed (400)
+  kUnauthorized,      // missing or wrong API key (401)
+  kNotFound,          // unknown session, flash query, route (404)
+  kMethodNotAllowed,  // the route exists, not with this method (405)
+  kConflict,          // the id exists already (409)
+  kTooLarge,          // body or input over a configured limit (413)
+  kInvalidValue,      // parsed, but a value is out of range or of the wrong kind (422)
+  kOverloaded,        // no capacity now: full KV pool, too many sessions, queue full (429)
+  kNotReady,          // the server is loading or shutting down (503)
+  kTimeout,           // a wait (read-your-writes) ran out (504)
+  kInternal,          // a bug or an engine failure (500)
 };
 
 // Stable, machine-readable name of an error type ("invalid_value", ...).

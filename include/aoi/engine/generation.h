@@ -39,12 +39,14 @@ class TextStream {
   // The rest at the end of generation (held-back bytes that did not turn into a stop string).
   std::string flush();
   bool stopped() const { return stopped_; }
-  const std::string& text() const { return text_; }  // everything final so far
+  const std::string& stop_string() const { return stop_string_; }  // the stop string that ended it
+  const std::string& text() const { return text_; }                // everything final so far
 
  private:
   std::vector<std::string> stop_;
   std::string pending_;  // not yet final
   std::string text_;
+  std::string stop_string_;
   bool stopped_ = false;
 };
 
@@ -53,6 +55,7 @@ struct GenerationResult {
   std::vector<Top2> top;      // top-1/top-2 for every sampled token, EOG included
   std::string text;
   FinishReason finish = FinishReason::kNone;
+  std::string stop_string;          // the stop string that ended the answer (finish == kStop)
   std::vector<float> first_logits;  // [n_vocab] when keep_first_logits
   int n_prompt = 0;                 // tokens decoded before the first answer token
   double prompt_ms = 0;             // time of the prompt's forward passes

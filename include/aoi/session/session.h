@@ -102,6 +102,8 @@ class Session {
   // Tokenizes one record ("text" + "\n") and checks it: not empty, not longer than the retention window.
   // On error the field is "records[index]".
   Result<TokenizedRecord> prepare_record(std::string_view text, std::uint64_t seq, size_t index = 0) const;
+  // The same check for a record already tokenized (a rendered template record).
+  Result<TokenizedRecord> prepare_tokens(std::vector<Token> tokens, std::uint64_t seq, size_t index = 0) const;
 
   // Starts ingesting records (in order, prepared for this session). Fails with kConflict while another
   // append runs, or when the append must write the primary sequence while a query holds it.

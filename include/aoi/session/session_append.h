@@ -29,6 +29,8 @@ class SessionAppend {
   bool done() const { return done_; }
   // The next step writes the primary sequence (the scheduler must not start a query on the session).
   bool needs_primary() const;
+  // Whether step() would make progress now: false only while a finished rebuild waits for a query to end.
+  bool can_step() const;
   Result<AppendStats> run();
   const AppendStats& stats() const { return stats_; }
   int n_records() const { return n_records_; }  // records of the batch (ingested or evicted at once)

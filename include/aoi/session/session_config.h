@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace aoi::session {
 
@@ -39,14 +40,26 @@ struct Retention {
   double evict_fraction = 0.25;
 };
 
+// Ready-position speculative exit: the scaffold ends where this question's answer begins, so the ready logits
+// answer it; a query for exactly this question returns the top token when it is in `vocab` and its logit
+// gap exceeds tau.
+struct ReadyQuestion {
+  std::string question;
+  std::vector<std::string> vocab;  // fast-answer words, e.g. UP, DOWN, YES, NO
+  float tau = 2.0f;
+};
+
 struct SessionConfig {
   std::string id;
   std::string system;  // Region 0 text (instructions)
   Retention retention;
   std::optional<std::string> scaffold;         // text between data and question; default from the template
   std::optional<std::string> question_suffix;  // text after the question; default from the template
+  // Renders JSON object records, e.g. "{t} O={o} H={h} L={l} C={c} V={v}"; without it records are text.
+  std::optional<std::string> record_template;
   SessionMode mode = SessionMode::kStateful;
   int query_budget = 512;  // positions reserved for question + closing + answer
+  std::optional<ReadyQuestion> ready;
 };
 
 }  // namespace aoi::session

@@ -1,0 +1,54 @@
+// A session's events (data_updated, flash_ready, error, ...): numbered, kept for a while so that a client
+// that reconnects can resume after the last id it saw, and handed to live subscribers. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace aoi::service {
+
+struct Event {
+  std::uint64_t id = 0;  // increasing per session, from 1
+  std::string type;      // "data_updated", "flash_ready", "error", ...
+  nlohmann::json data;
+};
+
+class EventLog {
+ public:
+  using Subscriber = std::function<void(const Event&)>;
+
+  explicit EventLog(size_t history = 256) : history_(history) {}
+
+  // Numbers and records the event and hands it to every subscriber (on the calling thread: subscribers must
+  // not block). Returns its id.
+  std::uint64_t publish(std::string type, nlohmann::json data);
+
+  // Adds a subscriber. With after_id, the kept events newer than it are delivered first (in order, before any
+  // new event). Returns a token for unsubscribe.
+  std::uint64_t subscribe(Subscriber subscriber, std::optional<std::uint64_t> after_id = std::nullopt);
+  void unsubscribe(std::uint64_t token);
+  // The session is gone: publishes a last event of this type and drops every subscriber; later subscribers
+  // get the kept events only.
+  void close(std::string type, nlohmann::json data);
+
+  std::uint64_t last_id() const;
+  size_t n_subscribers() const;
+
+ private:
+  mutable std::mutex mu_;
+  size_t history_;
+  std::deque<Event> kept_;                           // guarded by mu_
+  std::map<std::uint64_t, Subscriber> subscribers_;  // guarded by mu_
+  std::uint64_t next_id_ = 1;                        // guarded by mu_
+  std::uint64_t next_token_ = 1;                     // guarded by mu_
+  bool closed_ = false;                              // guarded by mu_
+};
+
+}  // namespace aoi::service

@@ -1,0 +1,180 @@
+// aoi in-process: the model, the one context, the inference thread and the sessions, behind an API that any
+// thread may call. The HTTP server, the CLI and the benchmarks all sit on this.
+//
+// Threads: every method is thread-safe. Callbacks (done, on_text) run on the inference thread and must not
+// block: hand the result to another thread (post to an I/O executor, fulfil a promise).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aoi/common/error.h"
+#include "aoi/engine/context.h"
+#include "aoi/engine/generation.h"
+#include "aoi/engine/model.h"
+#include "aoi/sched/worker.h"
+#include "aoi/service/session_handle.h"
+#include "aoi/session/session.h"
+#include "aoi/session/session_config.h"
+
+namespace aoi::session {
+class SessionManager;
+}
+
+namespace aoi::service {
+
+class SequencePool;
+
+struct ServiceParams {
+  engine::ModelParams model;
+  engine::ContextParams context;  // n_seq_max is derived from max_sessions and pool_slots
+  int max_sessions = 8;
+  int pool_slots = 2;                         // sequences for stateless completions (OpenAI/Anthropic endpoints)
+  int pool_max_tokens = 4096;                 // KV cells each may use (prompt + completion); sessions get the rest
+  size_t ring_capacity = 4096;                // pending records per session before the oldest are dropped
+  int ingest_batch_tokens = 0;                // record tokens per ingestion batch; 0: n_batch minus the scaffold
+  size_t event_history = 256;                 // events kept per session for clients that resume
+  std::chrono::milliseconds max_wait{60000};  // longest read-your-writes wait a query may ask for
+};
+
+struct QueryRequest {
+  std::string question;
+  engine::GenerationParams generation;
+  // Read-your-writes: answer only once ingestion has covered this record sequence number.
+  std::optional<std::uint64_t> min_seq;
+  std::chrono::milliseconds wait_timeout{10000};
+  // Set by the caller when the client went away: the query stops at its next step.
+  std::shared_ptr<std::atomic<bool>> cancelled;
+};
+
+struct QueryOutcome {
+  session::Answer answer;
+  std::string path = "standard";  // "flash" | "speculative" | "standard"
+  double queue_ms = 0;            // submission to first step (waits included)
+  double total_ms = 0;            // submission to completion
+};
+
+// A stateless completion: a prompt (or chat messages rendered through the model's chat template) decoded on a
+// pool sequence from position 0.
+struct GenerateRequest {
+  std::vector<engine::ChatMessage> messages;  // rendered with the chat template, assistant turn opened
+  std::optional<std::string> prompt;          // used as is instead of messages
+  engine::GenerationParams generation;
+  std::chrono::milliseconds queue_timeout{120000};  // longest wait for a free pool sequence
+  std::shared_ptr<std::atomic<bool>> cancelled;
+};
+
+struct GenerateOutcome {
+  engine::GenerationResult result;
+  double queue_ms = 0;
+  double total_ms = 0;
+};
+
+struct ServiceStats {
+  int sessions = 0;
+  int kv_cells_total = 0;
+  int kv_cells_used = 0;
+  int kv_cells_reserved = 0;
+  int pool_busy = 0;
+  int pool_slots = 0;
+  std::array<size_t, sched::kPriorityCount> queue_depths{};
+  std::uint64_t steps = 0;
+  std::uint64_t records_pushed = 0;
+  std::uint64_t records_dropped = 0;
+  std::uint64_t records_rejected = 0;
+  std::uint64_t records_ingested = 0;
+  std::uint64_t tokens_ingested = 0;
+  std::uint64_t queries = 0;
+};
+
+class Service {
+ public:
+  // Loads the model, creates the context and starts the inference thread.
+  static Result<std::unique_ptr<Service>> start(ServiceParams params);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Stops the inference thread; queued work fails with kNotReady. Idempotent.
+  void shutdown();
+
+  // Sessions. create decodes Region 0 on the inference thread; an empty id gets a generated one.
+  void create_session(session::SessionConfig config, std::function<void(Result<SessionSnapshot>)> done);
+  Result<SessionSnapshot> create_session(session::SessionConfig config);  // waits
+  // Removes the session from view at once; its sequences are freed when no operation uses them.
+  void delete_session(std::string_view id, std::function<void(Status)> done);
+  Status delete_session(std::string_view id);  // waits
+  Result<SessionSnapshot> session(std::string_view id) const;
+  std::vector<SessionSnapshot> sessions() const;
+  std::shared_ptr<SessionHandle> handle(std::string_view id) const;
+
+  // Appends records to the session's ring and returns at once (ingestion runs in the background). Invalid
+  // records (empty text, objects without a template or missing a field) fail the whole push: nothing is
+  // accepted.
+  Result<PushResult> push(std::string_view id, std::vector<RecordInput> records);
+  Result<PushResult> push_text(std::string_view id, std::vector<std::string> records);
+
+  // Answers a question on the session's latest ingested state (or after min_seq is ingested).
+  void query(std::string_view id, QueryRequest request, std::function<void(std::string_view)> on_text,
+             std::function<void(Result<QueryOutcome>)> done);
+  Result<QueryOutcome> query(std::string_view id, QueryRequest request);  // waits
+
+  // Stateless completion on a pool sequence (POOL priority). Errors: the prompt does not fit (invalid, field
+  // "messages" or "prompt"), every slot busy for too long (overloaded).
+  void generate(GenerateRequest request, std::function<void(std::string_view)> on_text,
+                std::function<void(Result<GenerateOutcome>)> done);
+  Result<GenerateOutcome> generate(GenerateRequest request);  // waits
+  // The tokens a request decodes (chat template applied); the field of any error is "messages" or "prompt".
+  Result<std::vector<engine::Token>> prompt_tokens(const GenerateRequest& request) const;
+
+  // Runs fn on the inference thread at the given priority and waits for it (tests, maintenance).
+  void run_on_inference_thread(sched::Priority priority, std::function<void()> fn);
+
+  const engine::Model& model() const { return *model_; }
+  const ServiceParams& params() const { return params_; }
+  ServiceStats stats() const;
+  sched::Worker& worker() { return *worker_; }
+
+ private:
+  friend class IngestTask;
+  friend class QueryTask;
+  friend class DeleteTask;
+  friend class PoolTask;
+
+  explicit Service(ServiceParams params);
+  void schedule_ingest(const std::shared_ptr<SessionHandle>& handle);
+  // Inference thread: copies the session's state into its handle's snapshot.
+  void refresh_snapshot(SessionHandle& handle);
+  int ingest_batch_tokens(const session::Session& session) const;
+
+  ServiceParams params_;
+  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<engine::Context> ctx_;
+  std::unique_ptr<session::SessionManager> manager_;  // inference thread only
+  std::unique_ptr<SequencePool> pool_;                // inference thread only
+  std::atomic<int> pool_busy_{0};
+  std::unique_ptr<sched::Worker> worker_;
+
+  mutable std::mutex registry_mu_;
+  std::map<std::string, std::shared_ptr<SessionHandle>, std::less<>> registry_;  // guarded by registry_mu_
+  std::set<std::string, std::less<>> creating_;  // ids being created, guarded by registry_mu_
+  std::uint64_t next_auto_id_ = 1;               // guarded by registry_mu_
+
+  std::atomic<int> kv_cells_used_{0};  // refreshed by the inference thread
+  std::atomic<int> kv_cells_reserved_{0};
+  std::atomic<std::uint64_t> queries_{0};
+  // Totals of deleted sessions, so the service's counters never go backwards.
+  std::atomic<std::uint64_t> gone_pushed_{0}, gone_dropped_{0}, gone_rejected_{0}, gone_ingested_{0}, gone_tokens_{0};
+};
+
+}  // namespace aoi::service

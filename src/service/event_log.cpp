@@ -1,0 +1,52 @@
+#include "aoi/service/event_log.h"
+
+#include <vector>
+
+namespace aoi::service {
+
+std::uint64_t EventLog::publish(std::string type, nlohmann::json data) {
+  // Subscribers are called under the lock so that every subscriber sees events in id order and a new
+  // subscriber's replay cannot interleave with a live event; they must be quick (post elsewhere).
+  std::lock_guard lock(mu_);
+  Event e{next_id_++, std::move(type), std::move(data)};
+  for (auto& [token, subscriber] : subscribers_) subscriber(e);
+  kept_.push_back(std::move(e));
+  while (kept_.size() > history_) kept_.pop_front();
+  return kept_.empty() ? next_id_ - 1 : kept_.back().id;
+}
+
+std::uint64_t EventLog::subscribe(Subscriber subscriber, std::optional<std::uint64_t> after_id) {
+  std::lock_guard lock(mu_);
+  if (after_id) {
+    for (const auto& e : kept_) {
+      if (e.id > *after_id) subscriber(e);
+    }
+  }
+  const std::uint64_t token = next_token_++;
+  if (!closed_) subscribers_.emplace(token, std::move(subscriber));
+  return token;
+}
+
+void EventLog::unsubscribe(std::uint64_t token) {
+  std::lock_guard lock(mu_);
+  subscribers_.erase(token);
+}
+
+void EventLog::close(std::string type, nlohmann::json data) {
+  publish(std::move(type), std::move(data));
+  std::lock_guard lock(mu_);
+  closed_ = true;
+  subscribers_.clear();
+}
+
+std::uint64_t EventLog::last_id() const {
+  std::lock_guard lock(mu_);
+  return next_id_ - 1;
+}
+
+size_t EventLog::n_subscribers() const {
+  std::lock_guard lock(mu_);
+  return subscribers_.size();
+}
+
+}  // namespace aoi::service
