@@ -5,6 +5,7 @@
 #include <map>
 
 #include "replay.h"
+#include "serve.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"aoi: stateful streaming LLM inference"};
@@ -36,9 +37,14 @@ int main(int argc, char** argv) {
   rp->add_option("--modes", modes, "modes to run")->delimiter(',')->check(CLI::IsMember({"stateful", "naive"}));
   rp->add_option("--csv", replay.csv, "write the measurements as CSV");
 
+  aoi::cli::ServeOptions serve;
+  CLI::App* sv = app.add_subcommand("serve", "run the HTTP server");
+  aoi::cli::add_serve_options(*sv, serve);
+
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
 
+  if (sv->parsed()) return aoi::cli::run_serve(serve);
   if (rp->parsed()) {
     replay.eviction =
         eviction == "shift" ? aoi::session::EvictionPolicy::kShift : aoi::session::EvictionPolicy::kRecompute;

@@ -1,0 +1,46 @@
+// Server metrics in Prometheus' text format: request counts and latency histograms kept here, service
+// counters and gauges read from the Service when scraped. Thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "aoi/service/service.h"
+
+namespace aoi::server {
+
+class Histogram {
+ public:
+  static constexpr std::array<double, 14> kBounds = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
+                                                     0.1,    0.25,  0.5,   1.0,   2.5,  10.0,  60.0};
+  void observe(double seconds);
+  // Appends the _bucket/_sum/_count lines; labels like `route="/health"` (may be empty).
+  void render(std::string& out, std::string_view name, std::string_view labels) const;
+
+ private:
+  std::array<std::uint64_t, kBounds.size()> buckets_{};  // not cumulative
+  std::uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+class Metrics {
+ public:
+  void observe_request(std::string_view route, std::string_view method, int status, double seconds);
+  void observe_query(std::string_view path, double seconds);      // session queries: flash/speculative/standard
+  void observe_completion(std::string_view api, double seconds);  // stateless: openai/anthropic
+  std::string render(const service::ServiceStats& stats) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> requests_;  // (route, method, status)
+  std::map<std::string, Histogram, std::less<>> request_seconds_;                // route
+  std::map<std::string, Histogram, std::less<>> query_seconds_;                  // path
+  std::map<std::string, Histogram, std::less<>> completion_seconds_;             // api
+};
+
+}  // namespace aoi::server

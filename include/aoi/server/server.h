@@ -1,0 +1,55 @@
+// The HTTP/1.1 + SSE + WebSocket front end on one port, over a Service. I/O runs on its own threads; every
+// inference request goes to the Service, whose callbacks resume the connection's coroutine.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aoi/common/error.h"
+
+namespace aoi::service {
+class Service;
+}
+
+namespace aoi::server {
+
+class Metrics;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;          // 0: any free port (see port())
+  std::vector<std::string> api_keys;  // when set, every endpoint but /health needs one
+  std::size_t max_body_bytes = 16u << 20;
+  int io_threads = 2;
+  std::string model_name = "aoi";            // what /v1/models reports
+  std::chrono::seconds request_timeout{30};  // to receive a whole request (slow clients are cut off)
+  std::chrono::seconds idle_timeout{120};    // keep-alive connections with no request
+  std::chrono::seconds sse_ping{15};         // comment lines on idle event streams
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();  // stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and starts accepting. Until set_service(), requests get 503 (health reports "loading").
+  Status listen();
+  // The service is ready (it must outlive the server, or stop() must come first).
+  void set_service(service::Service* service);
+  std::uint16_t port() const;
+  // Stops accepting, closes connections, joins the I/O threads. Idempotent.
+  void stop();
+  Metrics& metrics();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace aoi::server

@@ -1,0 +1,415 @@
+// The stateless endpoints on the same model, in OpenAI's and Anthropic's shapes: /v1/models,
+// /v1/chat/completions, /v1/completions, /v1/messages. Unknown fields are ignored (the SDKs send many).
+#include <boost/asio/this_coro.hpp>
+
+#include <chrono>
+#include <random>
+#include <variant>
+
+#include "aoi/server/http_error.h"
+#include "aoi/service/service.h"
+#include "async.h"
+#include "http.h"
+#include "json_fields.h"
+
+namespace aoi::server {
+namespace {
+
+using nlohmann::json;
+using GenItem = std::variant<std::string, Result<service::GenerateOutcome>>;
+
+std::string random_id(std::string_view prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(prefix);
+  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
+  return id;
+}
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Message content: a string, or an array of text parts ([{"type": "text", "text": ...}]).
+Result<std::string> content_text(const json& content, const std::string& field) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return Error::invalid(field, "must be a string or an array of text parts");
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string pf = field + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      return Error::invalid(pf, "only text parts are supported");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+Result<std::vector<engine::ChatMessage>> chat_messages(const json* messages, bool anthropic) {
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return Error::invalid("messages", "a non-empty array of messages is needed");
+  }
+  std::vector<engine::ChatMessage> out;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Error::invalid(field, "must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) return Error::invalid(field + ".role", "must be a string");
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer" && !anthropic) role = "system";
+    const bool allowed = role == "user" || role == "assistant" || (!anthropic && role == "system");
+    if (!allowed) return Error::invalid(field + ".role", "unsupported role \"" + role + "\"");
+    auto text = content_text(m.contains("content") ? m["content"] : json(""), field + ".content");
+    if (!text) return text.error();
+    out.push_back({role, std::move(text).value()});
+  }
+  return out;
+}
+
+// Sampling fields shared by both APIs.
+Status read_sampling(Fields& f, engine::GenerationParams& g, bool anthropic) {
+  auto temperature = f.number("temperature", 0.0, anthropic ? 1.0 : 2.0);
+  if (!temperature) return temperature.error();
+  g.sampling.temperature = static_cast<float>(temperature->value_or(1.0));
+  auto top_p = f.number("top_p", 0.0, 1.0);
+  if (!top_p) return top_p.error();
+  g.sampling.top_p = static_cast<float>(top_p->value_or(1.0));
+  auto top_k = f.integer("top_k", 0, 1 << 20);
+  if (!top_k) return top_k.error();
+  g.sampling.top_k = static_cast<int>(top_k->value_or(0));
+  auto seed = f.integer("seed", INT64_MIN, INT64_MAX);
+  if (!seed) return seed.error();
+  g.sampling.seed = *seed ? static_cast<std::uint32_t>(**seed) : std::random_device{}();
+  auto stop = f.strings(anthropic ? "stop_sequences" : "stop", 16);
+  if (!stop) return stop.error();
+  g.stop = *stop;
+  return {};
+}
+
+const char* openai_finish(engine::FinishReason r) { return r == engine::FinishReason::kLength ? "length" : "stop"; }
+
+const char* anthropic_stop(engine::FinishReason r) {
+  switch (r) {
+    case engine::FinishReason::kLength: return "max_tokens";
+    case engine::FinishReason::kStop: return "stop_sequence";
+    default: return "end_turn";
+  }
+}
+
+// Runs a generation; for streams, each text piece goes to on_piece as it appears.
+struct Streamed {
+  std::shared_ptr<Mailbox<GenItem>> mailbox;
+  std::shared_ptr<std::atomic<bool>> cancelled;
+};
+
+net::awaitable<Streamed> start_stream(service::Service& svc, service::GenerateRequest request) {
+  Streamed s{std::make_shared<Mailbox<GenItem>>(co_await net::this_coro::executor),
+             std::make_shared<std::atomic<bool>>(false)};
+  request.cancelled = s.cancelled;
+  auto mailbox = s.mailbox;
+  svc.generate(
+      std::move(request), [mailbox](std::string_view text) { mailbox->put(std::string(text)); },
+      [mailbox](Result<service::GenerateOutcome> r) {
+        mailbox->put(std::move(r));
+        mailbox->close();
+      });
+  co_return s;
+}
+
+net::awaitable<Result<service::GenerateOutcome>> run_plain(service::Service& svc, service::GenerateRequest request) {
+  auto start = [&svc, request = std::move(request)](auto done) mutable { svc.generate(std::move(request), {}, done); };
+  co_return co_await await_callback<Result<service::GenerateOutcome>>(start);
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// JSON shapes, built outside the coroutines (GCC 12 mishandles braced initializer lists next to co_await).
+
+json models_body(const Call& call) {
+  const engine::Model& m = call.service.model();
+  json model = {
+      {"id", call.options.model_name},
+      {"object", "model"},
+      {"created", unix_now()},
+      {"owned_by", "aoi"},
+      {"meta", {{"n_ctx_train", m.n_ctx_train()}, {"n_params", m.n_params()}, {"description", m.description()}}}};
+  return {{"object", "list"}, {"data", json::array({model})}};
+}
+
+json openai_usage(const engine::GenerationResult& r) {
+  const auto completion = static_cast<int>(r.tokens.size());
+  return {{"prompt_tokens", r.n_prompt}, {"completion_tokens", completion}, {"total_tokens", r.n_prompt + completion}};
+}
+
+struct OpenAiShape {
+  bool chat;
+  std::string id;
+  std::int64_t created;
+  std::string model;
+
+  json envelope(json choices, bool chunk) const {
+    return {{"id", id},
+            {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+            {"created", created},
+            {"model", model},
+            {"system_fingerprint", "aoi"},
+            {"choices", std::move(choices)}};
+  }
+  json response(const engine::GenerationResult& r) const {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(r.finish)}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    } else {
+      choice["text"] = r.text;
+    }
+    json body = envelope(json::array({choice}), false);
+    body["usage"] = openai_usage(r);
+    return body;
+  }
+  // A streamed piece; role_only: the first chat chunk that announces the assistant.
+  std::string chunk(std::string_view text, bool role_only = false) const {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (chat) {
+      choice["delta"] = role_only ? json{{"role", "assistant"}, {"content", ""}} : json{{"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    return dump(envelope(json::array({choice}), true));
+  }
+  std::string last_chunk(engine::FinishReason finish) const {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(finish)}};
+    if (chat) {
+      choice["delta"] = json::object();
+    } else {
+      choice["text"] = "";
+    }
+    return dump(envelope(json::array({choice}), true));
+  }
+  std::string usage_chunk(const engine::GenerationResult& r) const {
+    json body = envelope(json::array(), true);
+    body["usage"] = openai_usage(r);
+    return dump(body);
+  }
+};
+
+struct AnthropicShape {
+  std::string id;
+  std::string model;
+
+  static json stop_sequence(const engine::GenerationResult& r) {
+    return r.finish == engine::FinishReason::kStop ? json(r.stop_string) : json(nullptr);
+  }
+  json response(const engine::GenerationResult& r) const {
+    return {{"id", id},
+            {"type", "message"},
+            {"role", "assistant"},
+            {"model", model},
+            {"content", json::array({{{"type", "text"}, {"text", r.text}}})},
+            {"stop_reason", anthropic_stop(r.finish)},
+            {"stop_sequence", stop_sequence(r)},
+            {"usage", {{"input_tokens", r.n_prompt}, {"output_tokens", r.tokens.size()}}}};
+  }
+  std::string message_start(size_t n_prompt) const {
+    return dump({{"type", "message_start"},
+                 {"message",
+                  {{"id", id},
+                   {"type", "message"},
+                   {"role", "assistant"},
+                   {"model", model},
+                   {"content", json::array()},
+                   {"stop_reason", nullptr},
+                   {"stop_sequence", nullptr},
+                   {"usage", {{"input_tokens", n_prompt}, {"output_tokens", 0}}}}}});
+  }
+  static std::string block_start() {
+    return dump({{"type", "content_block_start"}, {"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}});
+  }
+  static std::string ping() { return dump({{"type", "ping"}}); }
+  static std::string delta(std::string_view text) {
+    return dump({{"type", "content_block_delta"}, {"index", 0}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  }
+  static std::string block_stop() { return dump({{"type", "content_block_stop"}, {"index", 0}}); }
+  static std::string message_delta(const engine::GenerationResult& r) {
+    return dump({{"type", "message_delta"},
+                 {"delta", {{"stop_reason", anthropic_stop(r.finish)}, {"stop_sequence", stop_sequence(r)}}},
+                 {"usage", {{"output_tokens", r.tokens.size()}}}});
+  }
+  static std::string message_stop() { return dump({{"type", "message_stop"}}); }
+};
+
+// ---- OpenAI ----
+
+net::awaitable<Outcome> models(Call& call) {
+  co_return Outcome{json_response(call.request, http::status::ok, models_body(call))};
+}
+
+Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool& stream, bool& include_usage) {
+  Fields f(body);
+  service::GenerateRequest req;
+  if (chat) {
+    auto messages = chat_messages(f.raw("messages"), false);
+    if (!messages) return messages.error();
+    req.messages = std::move(messages).value();
+  } else {
+    const json* prompt = f.raw("prompt");
+    if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string())
+      prompt = &(*prompt)[0];
+    if (prompt == nullptr || !prompt->is_string()) return Error::invalid("prompt", "must be a string");
+    req.prompt = prompt->get<std::string>();
+  }
+  const bool new_name = chat && body.contains("max_completion_tokens");
+  auto max_tokens = f.integer(new_name ? "max_completion_tokens" : "max_tokens", 0, 1 << 20);
+  if (!max_tokens) return max_tokens.error();
+  req.generation.max_tokens = static_cast<int>(max_tokens->value_or(chat ? (1 << 20) : 16));
+  if (Status st = read_sampling(f, req.generation, false); !st) return st.error();
+  if (auto n = f.integer("n", 1, 1); !n) return Error::invalid("n", "only n = 1 is supported");
+  auto streamed = f.boolean("stream");
+  if (!streamed) return streamed.error();
+  stream = streamed->value_or(false);
+  auto opts = f.object("stream_options");
+  if (!opts) return opts.error();
+  include_usage = *opts && (**opts).value("include_usage", false);
+  return req;
+}
+
+net::awaitable<Outcome> openai_completion(Call& call, bool chat) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto parsed = parse_object(call.request.body());
+  if (!parsed) co_return Outcome{error_response(call.request, parsed.error())};
+  bool stream = false;
+  bool include_usage = false;
+  auto req = parse_openai(*parsed, chat, stream, include_usage);
+  if (!req) co_return Outcome{error_response(call.request, req.error())};
+  const OpenAiShape shape{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), call.options.model_name};
+
+  if (!stream) {
+    auto out = co_await run_plain(call.service, std::move(req).value());
+    if (!out) co_return Outcome{error_response(call.request, out.error())};
+    call.metrics.observe_completion("openai", since(t0));
+    co_return Outcome{json_response(call.request, http::status::ok, shape.response(out->result))};
+  }
+
+  auto s = co_await start_stream(call.service, std::move(req).value());
+  SseWriter sse(call.stream);
+  bool started = false;
+  for (;;) {
+    auto items = co_await s.mailbox->take(call.options.sse_ping);
+    for (auto& item : items) {
+      auto* result = std::get_if<Result<service::GenerateOutcome>>(&item);
+      if (!started) {
+        if (result != nullptr && !*result) co_return Outcome{error_response(call.request, result->error())};
+        started = co_await sse.start(call.request);
+        if (chat) co_await sse.data(shape.chunk("", /*role_only=*/true));
+      }
+      if (result == nullptr) {
+        if (!co_await sse.data(shape.chunk(std::get<std::string>(item)))) s.cancelled->store(true);
+        continue;
+      }
+      if (!*result) {
+        co_await sse.data(dump(error_body(result->error())));
+        co_return Outcome{std::nullopt, 200};
+      }
+      call.metrics.observe_completion("openai", since(t0));
+      co_await sse.data(shape.last_chunk((*result)->result.finish));
+      if (include_usage) co_await sse.data(shape.usage_chunk((*result)->result));
+      co_await sse.data("[DONE]");
+      co_return Outcome{std::nullopt, 200};
+    }
+    if (items.empty() && started && !co_await sse.comment("ping")) s.cancelled->store(true);
+  }
+}
+
+net::awaitable<Outcome> chat_completions(Call& call) { co_return co_await openai_completion(call, true); }
+net::awaitable<Outcome> completions(Call& call) { co_return co_await openai_completion(call, false); }
+
+// ---- Anthropic ----
+
+Result<service::GenerateRequest> parse_anthropic(const json& body, bool& stream) {
+  Fields f(body);
+  service::GenerateRequest req;
+  auto msgs = chat_messages(f.raw("messages"), true);
+  if (!msgs) return msgs.error();
+  if (const json* system = f.raw("system")) {
+    auto text = content_text(*system, "system");
+    if (!text) return text.error();
+    req.messages.push_back({"system", std::move(text).value()});
+  }
+  for (auto& m : *msgs) req.messages.push_back(std::move(m));
+  auto max_tokens = f.integer("max_tokens", 1, 1 << 20);
+  if (!max_tokens) return max_tokens.error();
+  if (!*max_tokens) return Error::invalid("max_tokens", "is required");
+  req.generation.max_tokens = static_cast<int>(**max_tokens);
+  if (Status st = read_sampling(f, req.generation, true); !st) return st.error();
+  auto streamed = f.boolean("stream");
+  if (!streamed) return streamed.error();
+  stream = streamed->value_or(false);
+  return req;
+}
+
+net::awaitable<Outcome> messages(Call& call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto parsed = parse_object(call.request.body());
+  if (!parsed) co_return Outcome{error_response(call.request, parsed.error())};
+  bool stream = false;
+  auto req = parse_anthropic(*parsed, stream);
+  if (!req) co_return Outcome{error_response(call.request, req.error())};
+  const AnthropicShape shape{random_id("msg_"), call.options.model_name};
+
+  if (!stream) {
+    auto out = co_await run_plain(call.service, std::move(req).value());
+    if (!out) co_return Outcome{error_response(call.request, out.error())};
+    call.metrics.observe_completion("anthropic", since(t0));
+    co_return Outcome{json_response(call.request, http::status::ok, shape.response(out->result))};
+  }
+
+  // The prompt size is known before decoding: message_start carries it.
+  auto prompt = call.service.prompt_tokens(*req);
+  if (!prompt) co_return Outcome{error_response(call.request, prompt.error())};
+  const size_t n_prompt = prompt->size();
+  auto s = co_await start_stream(call.service, std::move(req).value());
+  SseWriter sse(call.stream);
+  bool started = false;
+  for (;;) {
+    auto items = co_await s.mailbox->take(call.options.sse_ping);
+    for (auto& item : items) {
+      auto* result = std::get_if<Result<service::GenerateOutcome>>(&item);
+      if (!started) {
+        if (result != nullptr && !*result) co_return Outcome{error_response(call.request, result->error())};
+        started = co_await sse.start(call.request);
+        co_await sse.event("message_start", shape.message_start(n_prompt));
+        co_await sse.event("content_block_start", AnthropicShape::block_start());
+        co_await sse.event("ping", AnthropicShape::ping());
+      }
+      if (result == nullptr) {
+        if (!co_await sse.event("content_block_delta", AnthropicShape::delta(std::get<std::string>(item)))) {
+          s.cancelled->store(true);
+        }
+        continue;
+      }
+      if (!*result) {
+        co_await sse.event("error", dump(error_body(result->error())));
+        co_return Outcome{std::nullopt, 200};
+      }
+      call.metrics.observe_completion("anthropic", since(t0));
+      co_await sse.event("content_block_stop", AnthropicShape::block_stop());
+      co_await sse.event("message_delta", AnthropicShape::message_delta((*result)->result));
+      co_await sse.event("message_stop", AnthropicShape::message_stop());
+      co_return Outcome{std::nullopt, 200};
+    }
+    if (items.empty() && started && !co_await sse.event("ping", AnthropicShape::ping())) s.cancelled->store(true);
+  }
+}
+
+}  // namespace
+
+void add_compat_routes(std::vector<Route>& routes) {
+  routes.push_back({http::verb::get, "/v1/models", models});
+  routes.push_back({http::verb::post, "/v1/chat/completions", chat_completions});
+  routes.push_back({http::verb::post, "/v1/completions", completions});
+  routes.push_back({http::verb::post, "/v1/messages", messages});
+}
+
+}  // namespace aoi::server

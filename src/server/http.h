@@ -1,0 +1,92 @@
+// Types shared by the server's route handlers.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aoi/common/error.h"
+#include "aoi/server/metrics.h"
+#include "aoi/server/server.h"
+
+namespace aoi::service {
+class Service;
+}
+
+namespace aoi::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+using Request = http::request<http::string_body>;
+
+// Beast (Boost 1.74) speaks boost::string_view.
+inline std::string_view sv(beast::string_view v) { return {v.data(), v.size()}; }
+using Response = http::response<http::string_body>;
+
+// One request being handled.
+struct Call {
+  const ServerOptions& options;
+  service::Service& service;
+  Metrics& metrics;
+  Request& request;
+  beast::tcp_stream& stream;
+  std::vector<std::string> params;  // path parameters, in pattern order, URL-decoded
+  std::string query;                // the query string (after '?'), raw
+};
+
+// What a handler produced: a response to write, or nothing because it wrote to the stream itself (an event
+// stream, a WebSocket), after which the connection closes.
+struct Outcome {
+  std::optional<Response> response;
+  int status = 200;  // for metrics when the handler wrote itself
+};
+
+using Handler = std::function<net::awaitable<Outcome>(Call&)>;
+
+Response json_response(const Request& req, http::status status, const nlohmann::json& body);
+Response error_response(const Request& req, const Error& error);
+// JSON text that never throws on invalid UTF-8 (replaced), for bodies and events.
+std::string dump(const nlohmann::json& j);
+
+// Server-sent events on a raw stream: the response header, then events, then the connection closes.
+class SseWriter {
+ public:
+  explicit SseWriter(beast::tcp_stream& stream) : stream_(stream) {}
+  net::awaitable<bool> start(const Request& req);  // false: the client is gone
+  net::awaitable<bool> event(std::string_view type, std::string_view data, std::optional<std::uint64_t> id = {});
+  net::awaitable<bool> data(std::string_view data);  // "data: ...\n\n" without an event name
+  net::awaitable<bool> comment(std::string_view text);
+  bool ok() const { return ok_; }
+
+ private:
+  net::awaitable<bool> write(std::string text);
+  beast::tcp_stream& stream_;
+  bool ok_ = true;
+};
+
+// Route tables filled by each API's file.
+struct Route {
+  http::verb method;
+  std::string pattern;  // "/v1/sessions/{id}/query"
+  Handler handler;
+};
+void add_session_routes(std::vector<Route>& routes);
+void add_compat_routes(std::vector<Route>& routes);  // OpenAI and Anthropic
+void add_ops_routes(std::vector<Route>& routes);     // health, metrics
+
+// WebSocket sessions (upgrade of GET /v1/sessions/{id}/ws); returns when the socket closes.
+net::awaitable<void> serve_websocket(Call& call);
+
+}  // namespace aoi::server

@@ -1,0 +1,152 @@
+#include "aoi/server/metrics.h"
+
+#include <cstdio>
+
+namespace aoi::server {
+namespace {
+
+std::string escape_label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void sample(std::string& out, std::string_view name, std::string_view labels, double value) {
+  out += name;
+  if (!labels.empty()) {
+    out += '{';
+    out += labels;
+    out += '}';
+  }
+  out += ' ';
+  out += number(value);
+  out += '\n';
+}
+
+}  // namespace
+
+void Histogram::observe(double seconds) {
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    if (seconds <= kBounds[i]) {
+      ++buckets_[i];
+      break;
+    }
+  }
+  ++count_;
+  sum_ += seconds;
+}
+
+void Histogram::render(std::string& out, std::string_view name, std::string_view labels) const {
+  const std::string sep = labels.empty() ? "" : std::string(labels) + ",";
+  std::uint64_t cumulative = 0;
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    cumulative += buckets_[i];
+    sample(out, std::string(name) + "_bucket", sep + "le=\"" + number(kBounds[i]) + "\"",
+           static_cast<double>(cumulative));
+  }
+  sample(out, std::string(name) + "_bucket", sep + "le=\"+Inf\"", static_cast<double>(count_));
+  sample(out, std::string(name) + "_sum", labels, sum_);
+  sample(out, std::string(name) + "_count", labels, static_cast<double>(count_));
+}
+
+void Metrics::observe_request(std::string_view route, std::string_view method, int status, double seconds) {
+  std::lock_guard lock(mu_);
+  ++requests_[{std::string(route), std::string(method), status}];
+  request_seconds_[std::string(route)].observe(seconds);
+}
+
+void Metrics::observe_query(std::string_view path, double seconds) {
+  std::lock_guard lock(mu_);
+  query_seconds_[std::string(path)].observe(seconds);
+}
+
+void Metrics::observe_completion(std::string_view api, double seconds) {
+  std::lock_guard lock(mu_);
+  completion_seconds_[std::string(api)].observe(seconds);
+}
+
+std::string Metrics::render(const service::ServiceStats& st) const {
+  std::string out;
+  {
+    std::lock_guard lock(mu_);
+    header(out, "aoi_http_requests_total", "counter", "HTTP requests by route, method and status.");
+    for (const auto& [key, n] : requests_) {
+      const auto& [route, method, status] = key;
+      sample(out, "aoi_http_requests_total",
+             "route=\"" + escape_label(route) + "\",method=\"" + escape_label(method) + "\",status=\"" +
+                 std::to_string(status) + "\"",
+             static_cast<double>(n));
+    }
+    header(out, "aoi_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
+    for (const auto& [route, h] : request_seconds_) {
+      h.render(out, "aoi_http_request_duration_seconds", "route=\"" + escape_label(route) + "\"");
+    }
+    header(out, "aoi_query_duration_seconds", "histogram",
+           "Session query latency by answer path (flash, speculative, standard).");
+    for (const auto& [path, h] : query_seconds_) {
+      h.render(out, "aoi_query_duration_seconds", "path=\"" + escape_label(path) + "\"");
+    }
+    header(out, "aoi_completion_duration_seconds", "histogram", "Stateless completion latency by API.");
+    for (const auto& [api, h] : completion_seconds_) {
+      h.render(out, "aoi_completion_duration_seconds", "api=\"" + escape_label(api) + "\"");
+    }
+  }
+  header(out, "aoi_records_pushed_total", "counter", "Records accepted by pushes.");
+  sample(out, "aoi_records_pushed_total", "", static_cast<double>(st.records_pushed));
+  header(out, "aoi_records_ingested_total", "counter", "Records decoded into sessions.");
+  sample(out, "aoi_records_ingested_total", "", static_cast<double>(st.records_ingested));
+  header(out, "aoi_records_dropped_total", "counter",
+         "Records dropped before ingestion (queue overflow, failed batches, deleted sessions).");
+  sample(out, "aoi_records_dropped_total", "", static_cast<double>(st.records_dropped));
+  header(out, "aoi_records_rejected_total", "counter", "Records refused at ingestion (longer than the window).");
+  sample(out, "aoi_records_rejected_total", "", static_cast<double>(st.records_rejected));
+  header(out, "aoi_tokens_ingested_total", "counter", "Record tokens decoded into sessions.");
+  sample(out, "aoi_tokens_ingested_total", "", static_cast<double>(st.tokens_ingested));
+  header(out, "aoi_session_queries_total", "counter", "Session queries submitted.");
+  sample(out, "aoi_session_queries_total", "", static_cast<double>(st.queries));
+  header(out, "aoi_inference_steps_total", "counter", "Forward-pass steps run by the inference thread.");
+  sample(out, "aoi_inference_steps_total", "", static_cast<double>(st.steps));
+  header(out, "aoi_queue_depth", "gauge", "Tasks waiting for the inference thread, by priority class.");
+  for (int p = 0; p < sched::kPriorityCount; ++p) {
+    sample(out, "aoi_queue_depth",
+           std::string("priority=\"") + sched::priority_name(static_cast<sched::Priority>(p)) + "\"",
+           static_cast<double>(st.queue_depths[static_cast<size_t>(p)]));
+  }
+  header(out, "aoi_kv_cells", "gauge", "KV cache cells: used by sessions, reserved by sessions, total.");
+  sample(out, "aoi_kv_cells", "state=\"used\"", st.kv_cells_used);
+  sample(out, "aoi_kv_cells", "state=\"reserved\"", st.kv_cells_reserved);
+  sample(out, "aoi_kv_cells", "state=\"total\"", st.kv_cells_total);
+  header(out, "aoi_sessions", "gauge", "Live sessions.");
+  sample(out, "aoi_sessions", "", st.sessions);
+  header(out, "aoi_pool_slots", "gauge", "Stateless completion slots: busy and total.");
+  sample(out, "aoi_pool_slots", "state=\"busy\"", st.pool_busy);
+  sample(out, "aoi_pool_slots", "state=\"total\"", st.pool_slots);
+  return out;
+}
+
+}  // namespace aoi::server

@@ -1,0 +1,32 @@
+// /health and /metrics.
+#include "aoi/service/service.h"
+#include "http.h"
+
+namespace aoi::server {
+namespace {
+
+net::awaitable<Outcome> health(Call& call) {
+  const auto stats = call.service.stats();
+  co_return Outcome{
+      json_response(call.request, http::status::ok,
+                    {{"status", "ok"}, {"model", call.options.model_name}, {"sessions", stats.sessions}})};
+}
+
+net::awaitable<Outcome> metrics(Call& call) {
+  Response res{http::status::ok, call.request.version()};
+  res.set(http::field::server, "aoi");
+  res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+  res.keep_alive(call.request.keep_alive());
+  res.body() = call.metrics.render(call.service.stats());
+  res.prepare_payload();
+  co_return Outcome{std::move(res)};
+}
+
+}  // namespace
+
+void add_ops_routes(std::vector<Route>& routes) {
+  routes.push_back({http::verb::get, "/health", health});
+  routes.push_back({http::verb::get, "/metrics", metrics});
+}
+
+}  // namespace aoi::server

@@ -1,0 +1,229 @@
+#include "records_body.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+namespace aoi::server {
+namespace {
+
+using service::RecordInput;
+
+// SAX handler for a sequence of record values (string or flat object of strings/numbers), either at the
+// top level (NDJSON line: one value) or inside {"records": [...]}.
+class RecordsSax {
+ public:
+  explicit RecordsSax(bool wrapped, size_t first_index = 0, std::vector<std::string> ignored = {})
+      : wrapped_(wrapped), ignored_(std::move(ignored)), index_(first_index) {}
+
+  std::vector<RecordInput> records;
+  std::optional<Error> error;
+
+  bool null() { return skipping() || scalar_error("null"); }
+  bool boolean(bool) { return skipping() || scalar_error("true/false"); }
+  bool number_integer(std::int64_t v) { return skipping() || number(std::to_string(v)); }
+  bool number_unsigned(std::uint64_t v) { return skipping() || number(std::to_string(v)); }
+  bool number_float(double, const std::string& lexeme) { return skipping() || number(lexeme); }
+  bool binary(nlohmann::json::binary_t&) { return scalar_error("binary"); }
+  bool string(std::string& s) {
+    if (skipping()) return true;
+    if (in_field()) {
+      current_->set(field_, s);
+      return true;
+    }
+    if (at_record_level()) {
+      records.emplace_back(std::move(s));
+      ++index_;
+      return true;
+    }
+    if (wrapped_ && depth_ == 0) return fail(Error::malformed("the body must be a JSON object"));
+    return fail(Error::invalid("records", "must be an array"));
+  }
+  bool start_object(std::size_t) {
+    if (skip_value_) return fail(Error::invalid("records", "unexpected object"));
+    ++depth_;
+    if (wrapped_ && depth_ == 1) return true;  // the body object
+    if (depth_ == record_depth() && at_record_slot()) {
+      current_ = ingest::Record{};
+      return true;
+    }
+    if (wrapped_ && depth_ == 2) return fail(Error::invalid("records", "must be an array"));
+    return fail(Error::invalid(record_field(), "record fields must be strings or numbers"));
+  }
+  bool key(std::string& k) {
+    if (wrapped_ && depth_ == 1) {
+      skip_value_ = std::find(ignored_.begin(), ignored_.end(), k) != ignored_.end();
+      if (skip_value_) return true;
+      if (k != "records") return fail(Error::invalid(k, "unknown field"));
+      saw_records_ = true;
+      return true;
+    }
+    field_ = k;
+    return true;
+  }
+  bool end_object() {
+    if (depth_ == record_depth() && current_) {
+      records.emplace_back(std::move(*current_));
+      current_.reset();
+      ++index_;
+    }
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) {
+    if (skip_value_) return fail(Error::invalid("records", "unexpected array"));
+    ++depth_;
+    if (wrapped_ && depth_ == 2 && !in_records_) {
+      in_records_ = true;
+      return true;
+    }
+    if (wrapped_ && depth_ == 1) return fail(Error::malformed("the body must be a JSON object"));
+    return fail(Error::invalid(record_field(), "records are strings or objects"));
+  }
+  bool end_array() {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) {
+    if (!error) error = Error::malformed("invalid JSON at byte " + std::to_string(position) + ": " + ex.what());
+    return false;
+  }
+
+  bool saw_records() const { return saw_records_; }
+  size_t next_index() const { return index_; }
+
+ private:
+  // The value of an ignored key (a scalar) is being read: consume it.
+  bool skipping() {
+    if (!skip_value_) return false;
+    skip_value_ = false;
+    return true;
+  }
+  int record_depth() const { return wrapped_ ? 3 : 1; }
+  bool at_record_slot() const { return !wrapped_ || in_records_; }
+  bool at_record_level() const { return wrapped_ ? (depth_ == 2 && in_records_) : depth_ == 0; }
+  bool in_field() const { return current_.has_value() && depth_ == record_depth(); }
+  std::string record_field() const {
+    std::string f = "records[" + std::to_string(index_) + "]";
+    if (current_) f += "." + field_;
+    return f;
+  }
+  bool number(std::string lexeme) {
+    if (in_field()) {
+      current_->set(field_, ingest::NumberText{std::move(lexeme)});
+      return true;
+    }
+    return scalar_error("a number");
+  }
+  bool scalar_error(const char* what) {
+    if (wrapped_ && depth_ == 1) return fail(Error::invalid("records", "must be an array"));
+    return fail(Error::invalid(record_field(), std::string(what) + " is not a record value; use a string or number"));
+  }
+  bool fail(Error e) {
+    if (!error) error = std::move(e);
+    return false;
+  }
+
+  bool wrapped_;
+  std::vector<std::string> ignored_;
+  bool skip_value_ = false;
+  int depth_ = 0;
+  bool in_records_ = false;
+  bool saw_records_ = false;
+  size_t index_;
+  std::optional<ingest::Record> current_;
+  std::string field_;
+};
+
+}  // namespace
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    std::uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, surrogates and out-of-range code points are not UTF-8.
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+Result<std::vector<RecordInput>> parse_records_json(std::string_view body, std::vector<std::string> ignored_keys) {
+  RecordsSax sax(/*wrapped=*/true, 0, std::move(ignored_keys));
+  const bool ok = nlohmann::json::sax_parse(body, &sax);
+  if (!ok || sax.error) return sax.error.value_or(Error::malformed("the body is not valid JSON"));
+  if (!sax.saw_records()) return Error::invalid("records", "the body needs \"records\": [...]");
+  return std::move(sax.records);
+}
+
+Result<std::vector<RecordInput>> parse_records_ndjson(std::string_view body) {
+  std::vector<RecordInput> all;
+  size_t line_no = 0;
+  size_t start = 0;
+  while (start <= body.size()) {
+    size_t end = body.find('\n', start);
+    if (end == std::string_view::npos) end = body.size();
+    std::string_view line = body.substr(start, end - start);
+    start = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) {
+      if (end == body.size()) break;
+      continue;
+    }
+    RecordsSax sax(/*wrapped=*/false, all.size());
+    const bool ok = nlohmann::json::sax_parse(line, &sax);
+    if (!ok || sax.error) {
+      Error e = sax.error.value_or(Error::malformed("not valid JSON"));
+      if (e.type == ErrorType::kMalformed) e.message = "line " + std::to_string(line_no) + ": " + e.message;
+      return e;
+    }
+    for (auto& r : sax.records) all.push_back(std::move(r));
+    if (end == body.size()) break;
+  }
+  return all;
+}
+
+Result<std::vector<RecordInput>> parse_records_text(std::string_view body) {
+  if (!valid_utf8(body)) return Error::malformed("the body is not UTF-8 text");
+  std::vector<RecordInput> all;
+  size_t start = 0;
+  while (start < body.size()) {
+    size_t end = body.find('\n', start);
+    if (end == std::string_view::npos) end = body.size();
+    std::string_view line = body.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") != std::string_view::npos) all.emplace_back(std::string(line));
+    start = end + 1;
+  }
+  return all;
+}
+
+}  // namespace aoi::server

@@ -1,0 +1,22 @@
+// Record bodies of POST /v1/sessions/{id}/data: JSON {"records": [...]}, NDJSON, or text lines. Numbers in
+// object records keep the client's spelling ("101.250" stays "101.250").
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "aoi/common/error.h"
+#include "aoi/service/session_handle.h"
+
+namespace aoi::server {
+
+// ignored_keys: other top-level keys of the object whose scalar values are skipped (a WebSocket frame's "op").
+Result<std::vector<service::RecordInput>> parse_records_json(std::string_view body,
+                                                             std::vector<std::string> ignored_keys = {});
+Result<std::vector<service::RecordInput>> parse_records_ndjson(std::string_view body);
+// One record per line; empty lines are skipped. Errors: the body is not UTF-8.
+Result<std::vector<service::RecordInput>> parse_records_text(std::string_view body);
+
+bool valid_utf8(std::string_view s);
+
+}  // namespace aoi::server

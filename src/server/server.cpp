@@ -1,0 +1,358 @@
+#include "aoi/server/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "aoi/server/http_error.h"
+#include "aoi/server/metrics.h"
+#include "aoi/service/service.h"
+#include "http.h"
+
+namespace aoi::server {
+
+using tcp = net::ip::tcp;
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+Response json_response(const Request& req, http::status status, const nlohmann::json& body) {
+  Response res{status, req.version()};
+  res.set(http::field::server, "aoi");
+  res.set(http::field::content_type, "application/json");
+  res.keep_alive(req.keep_alive());
+  res.body() = dump(body);
+  res.prepare_payload();
+  return res;
+}
+
+Response error_response(const Request& req, const Error& error) {
+  return json_response(req, static_cast<http::status>(http_status(error.type)), error_body(error));
+}
+
+net::awaitable<bool> SseWriter::write(std::string text) {
+  if (!ok_) co_return false;
+  boost::system::error_code ec;
+  co_await net::async_write(stream_, net::buffer(text), net::redirect_error(net::use_awaitable, ec));
+  ok_ = !ec;
+  co_return ok_;
+}
+
+net::awaitable<bool> SseWriter::start(const Request& req) {
+  // No length and no chunking: the stream ends when the connection closes.
+  std::string head =
+      "HTTP/1.1 200 OK\r\nServer: aoi\r\nContent-Type: text/event-stream\r\n"
+      "Cache-Control: no-cache\r\nConnection: close\r\nX-Accel-Buffering: no\r\n\r\n";
+  (void)req;
+  co_return co_await write(std::move(head));
+}
+
+net::awaitable<bool> SseWriter::event(std::string_view type, std::string_view data, std::optional<std::uint64_t> id) {
+  std::string text;
+  if (id) text += "id: " + std::to_string(*id) + "\n";
+  text += "event: ";
+  text += type;
+  text += "\ndata: ";
+  text += data;
+  text += "\n\n";
+  co_return co_await write(std::move(text));
+}
+
+net::awaitable<bool> SseWriter::data(std::string_view data) {
+  std::string text = "data: ";
+  text += data;
+  text += "\n\n";
+  co_return co_await write(std::move(text));
+}
+
+net::awaitable<bool> SseWriter::comment(std::string_view text) {
+  co_return co_await write(": " + std::string(text) + "\n\n");
+}
+
+namespace {
+
+std::string url_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '/') {
+      ++i;
+      continue;
+    }
+    const size_t j = path.find('/', i);
+    parts.push_back(path.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i));
+    if (j == std::string_view::npos) break;
+    i = j;
+  }
+  return parts;
+}
+
+// Matches "/v1/sessions/{id}" against a path; fills params on success.
+bool match(std::string_view pattern, const std::vector<std::string_view>& path, std::vector<std::string>& params) {
+  const auto parts = split_path(pattern);
+  if (parts.size() != path.size()) return false;
+  std::vector<std::string> found;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].size() > 2 && parts[i].front() == '{' && parts[i].back() == '}') {
+      found.push_back(url_decode(path[i]));
+    } else if (parts[i] != path[i]) {
+      return false;
+    }
+  }
+  params = std::move(found);
+  return true;
+}
+
+bool authorized(const Request& req, const std::vector<std::string>& keys) {
+  if (keys.empty()) return true;
+  std::string presented;
+  if (const auto auth = req.find(http::field::authorization); auth != req.end()) {
+    const std::string_view v = sv(auth->value());
+    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) presented = v.substr(7);
+  }
+  if (presented.empty()) {
+    if (const auto key = req.find("x-api-key"); key != req.end()) presented = std::string(sv(key->value()));
+  }
+  if (presented.empty()) return false;
+  // Compare every key in full so the time taken does not reveal a matching prefix.
+  bool ok = false;
+  for (const auto& k : keys) {
+    unsigned diff = static_cast<unsigned>(k.size() ^ presented.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      diff |= static_cast<unsigned>(k[i] ^ (i < presented.size() ? presented[i] : 0));
+    }
+    ok = ok || diff == 0;
+  }
+  return ok;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(ioc) {
+    add_session_routes(routes);
+    add_compat_routes(routes);
+    add_ops_routes(routes);
+  }
+
+  net::awaitable<void> accept_loop();
+  net::awaitable<void> connection(tcp::socket socket);
+  net::awaitable<Outcome> dispatch(Request& req, beast::tcp_stream& stream, std::string& route_name);
+
+  ServerOptions options;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  std::vector<std::thread> threads;
+  std::atomic<service::Service*> service{nullptr};
+  std::vector<Route> routes;
+  Metrics metrics;
+  std::atomic<bool> stopped{false};
+};
+
+net::awaitable<void> Server::Impl::accept_loop() {
+  for (;;) {
+    boost::system::error_code ec;
+    tcp::socket socket =
+        co_await acceptor.async_accept(net::make_strand(ioc), net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+      spdlog::warn("accept: {}", ec.message());
+      continue;
+    }
+    const auto executor = socket.get_executor();
+    net::co_spawn(executor, connection(std::move(socket)), net::detached);
+  }
+}
+
+net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& stream, std::string& route_name) {
+  const std::string_view target = sv(req.target());
+  const size_t q = target.find('?');
+  const std::string_view path = target.substr(0, q);
+  const std::string query = q == std::string_view::npos ? std::string() : std::string(target.substr(q + 1));
+  const auto parts = split_path(path);
+
+  const Route* found = nullptr;
+  bool path_known = false;
+  std::vector<std::string> params;
+  for (const auto& route : routes) {
+    std::vector<std::string> p;
+    if (!match(route.pattern, parts, p)) continue;
+    path_known = true;
+    if (route.method == req.method()) {
+      found = &route;
+      params = std::move(p);
+      break;
+    }
+  }
+  if (found == nullptr) {
+    route_name = "unmatched";
+    if (path_known) co_return Outcome{error_response(req, {ErrorType::kMethodNotAllowed, "method not allowed", ""})};
+    co_return Outcome{error_response(req, Error::not_found("no route for " + std::string(path)))};
+  }
+  route_name = found->pattern;
+  if (found->pattern != "/health" && !authorized(req, options.api_keys)) {
+    co_return Outcome{error_response(req, {ErrorType::kUnauthorized, "a valid API key is needed", ""})};
+  }
+  service::Service* svc = service.load();
+  if (svc == nullptr) {
+    if (found->pattern == "/health") {
+      co_return Outcome{json_response(req, http::status::service_unavailable, {{"status", "loading"}})};
+    }
+    co_return Outcome{error_response(req, Error::not_ready("the model is loading"))};
+  }
+  Call call{options, *svc, metrics, req, stream, std::move(params), query};
+  co_return co_await found->handler(call);
+}
+
+net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  bool first = true;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(options.max_body_bytes);
+    parser.header_limit(64 * 1024);
+    boost::system::error_code ec;
+    // A new connection must send its request promptly; a kept-alive one may idle longer.
+    stream.expires_after(first ? options.request_timeout : options.idle_timeout);
+    co_await http::async_read_header(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    if (!ec && !parser.is_done()) {
+      stream.expires_after(options.request_timeout);
+      co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    }
+    first = false;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (ec) {
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::eof ||
+          ec == net::error::connection_reset || ec == net::error::operation_aborted) {
+        break;
+      }
+      Request bad;
+      bad.version(11);
+      bad.keep_alive(false);
+      const Error error =
+          ec == http::error::body_limit
+              ? Error::too_large("body", "the body is over " + std::to_string(options.max_body_bytes) + " bytes")
+              : Error::malformed("bad HTTP request: " + ec.message());
+      Response res = error_response(bad, error);
+      res.keep_alive(false);
+      stream.expires_after(std::chrono::seconds(5));
+      co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+      metrics.observe_request("unparsed", "-", res.result_int(), 0.0);
+      break;
+    }
+    Request req = parser.release();
+    stream.expires_never();  // handlers bound their own waits
+
+    if (beast::websocket::is_upgrade(req)) {
+      std::string route_name;
+      // Only the session socket route upgrades; dispatch checks auth and readiness first.
+      const std::string_view target = sv(req.target());
+      if (target.rfind("/v1/sessions/", 0) == 0 && target.size() > 16 &&
+          target.substr(target.find('?') == std::string_view::npos ? target.size() - 3 : target.find('?') - 3, 3) ==
+              "/ws") {
+        auto outcome = co_await dispatch(req, stream, route_name);
+        if (outcome.response) {
+          co_await http::async_write(stream, *outcome.response, net::redirect_error(net::use_awaitable, ec));
+        }
+        metrics.observe_request(route_name, "GET", outcome.response ? outcome.response->result_int() : 101,
+                                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        break;
+      }
+    }
+
+    std::string route_name;
+    Outcome outcome;
+    try {
+      outcome = co_await dispatch(req, stream, route_name);
+    } catch (const std::exception& e) {
+      spdlog::error("{} {}: {}", std::string(sv(req.method_string())), std::string(sv(req.target())), e.what());
+      outcome = Outcome{error_response(req, Error::internal(e.what()))};
+    }
+    const int status = outcome.response ? outcome.response->result_int() : outcome.status;
+    if (!outcome.response) {
+      metrics.observe_request(route_name, sv(req.method_string()), status,
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      break;  // the handler wrote to the stream itself
+    }
+    const bool keep_alive = outcome.response->keep_alive();
+    stream.expires_after(options.request_timeout);
+    co_await http::async_write(stream, *outcome.response, net::redirect_error(net::use_awaitable, ec));
+    metrics.observe_request(route_name, sv(req.method_string()), status,
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (ec || !keep_alive) break;
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Server::~Server() { stop(); }
+
+Status Server::listen() {
+  boost::system::error_code ec;
+  const auto address = net::ip::make_address(impl_->options.host, ec);
+  if (ec) return Error::invalid("host", "not an IP address: " + impl_->options.host);
+  const tcp::endpoint endpoint(address, impl_->options.port);
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Error::invalid("port", "cannot listen on " + impl_->options.host + ":" +
+                                      std::to_string(impl_->options.port) + ": " + ec.message());
+  net::co_spawn(impl_->ioc, impl_->accept_loop(), net::detached);
+  const int n = std::max(1, impl_->options.io_threads);
+  for (int i = 0; i < n; ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  return {};
+}
+
+void Server::set_service(service::Service* service) { impl_->service = service; }
+
+std::uint16_t Server::port() const {
+  boost::system::error_code ec;
+  const auto endpoint = impl_->acceptor.local_endpoint(ec);
+  return ec ? 0 : endpoint.port();
+}
+
+void Server::stop() {
+  if (impl_->stopped.exchange(true)) return;
+  net::post(impl_->ioc, [this] {
+    boost::system::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+Metrics& Server::metrics() { return impl_->metrics; }
+
+}  // namespace aoi::server

@@ -1,0 +1,196 @@
+#include "session_json.h"
+
+#include "json_fields.h"
+
+namespace aoi::server {
+
+using nlohmann::json;
+
+Result<session::SessionConfig> parse_session_config(const nlohmann::json& body) {
+  session::SessionConfig c;
+  Fields f(body);
+  auto id = f.string("id");
+  if (!id) return id.error();
+  if (*id) c.id = **id;
+  auto system = f.string("system");
+  if (!system) return system.error();
+  if (*system) c.system = **system;
+  auto tmpl = f.string("template");
+  if (!tmpl) return tmpl.error();
+  c.record_template = *tmpl;
+  auto scaffold = f.string("scaffold");
+  if (!scaffold) return scaffold.error();
+  c.scaffold = *scaffold;
+  auto suffix = f.string("question_suffix");
+  if (!suffix) return suffix.error();
+  c.question_suffix = *suffix;
+  auto mode = f.string("mode");
+  if (!mode) return mode.error();
+  if (*mode) {
+    if (**mode == "stateful") {
+      c.mode = session::SessionMode::kStateful;
+    } else if (**mode == "naive") {
+      c.mode = session::SessionMode::kNaive;
+    } else {
+      return Error::invalid("mode", "must be \"stateful\" or \"naive\"");
+    }
+  }
+  auto budget = f.integer("query_budget", 2, 1 << 20);
+  if (!budget) return budget.error();
+  if (*budget) c.query_budget = static_cast<int>(**budget);
+
+  auto retention = f.object("retention");
+  if (!retention) return retention.error();
+  if (*retention) {
+    Fields r(**retention, "retention");
+    auto max_tokens = r.integer("max_tokens", 1, 1 << 24);
+    if (!max_tokens) return max_tokens.error();
+    if (*max_tokens) c.retention.max_tokens = static_cast<int>(**max_tokens);
+    auto max_records = r.integer("max_records", 1, 1 << 30);
+    if (!max_records) return max_records.error();
+    if (*max_records) c.retention.max_records = static_cast<int>(**max_records);
+    auto eviction = r.string("eviction");
+    if (!eviction) return eviction.error();
+    if (*eviction) {
+      if (**eviction == "recompute") {
+        c.retention.policy = session::EvictionPolicy::kRecompute;
+      } else if (**eviction == "shift") {
+        c.retention.policy = session::EvictionPolicy::kShift;
+      } else {
+        return Error::invalid("retention.eviction", "must be \"recompute\" or \"shift\"");
+      }
+    }
+    auto fraction = r.number("evict_fraction", 0.0, 0.99);
+    if (!fraction) return fraction.error();
+    if (*fraction) c.retention.evict_fraction = **fraction;
+    if (Status st = r.no_unknown_fields(); !st) return st.error();
+  }
+
+  auto ready = f.object("ready");
+  if (!ready) return ready.error();
+  if (*ready) {
+    Fields r(**ready, "ready");
+    session::ReadyQuestion q;
+    auto question = r.string("question");
+    if (!question) return question.error();
+    if (!*question || (*question)->empty()) return Error::invalid("ready.question", "a ready question is needed");
+    q.question = **question;
+    auto vocab = r.strings("vocab", 64);
+    if (!vocab) return vocab.error();
+    if (vocab->empty()) return Error::invalid("ready.vocab", "list the fast-answer words");
+    q.vocab = *vocab;
+    auto tau = r.number("tau", 0.0, 1000.0);
+    if (!tau) return tau.error();
+    if (*tau) q.tau = static_cast<float>(**tau);
+    if (Status st = r.no_unknown_fields(); !st) return st.error();
+    c.ready = std::move(q);
+  }
+  if (Status st = f.no_unknown_fields(); !st) return st.error();
+  return c;
+}
+
+Result<service::QueryRequest> parse_query(const nlohmann::json& body, bool& stream) {
+  service::QueryRequest q;
+  Fields f(body);
+  auto question = f.string("question");
+  if (!question) return question.error();
+  if (!*question) return Error::invalid("question", "a question is needed");
+  q.question = **question;
+  auto max_tokens = f.integer("max_tokens", 0, 1 << 20);
+  if (!max_tokens) return max_tokens.error();
+  q.generation.max_tokens = max_tokens->value_or(64);
+  auto stop = f.strings("stop", 16);
+  if (!stop) return stop.error();
+  q.generation.stop = *stop;
+  auto temperature = f.number("temperature", 0.0, 5.0);
+  if (!temperature) return temperature.error();
+  q.generation.sampling.temperature = static_cast<float>(temperature->value_or(0.0));
+  auto top_p = f.number("top_p", 0.0, 1.0);
+  if (!top_p) return top_p.error();
+  q.generation.sampling.top_p = static_cast<float>(top_p->value_or(1.0));
+  auto top_k = f.integer("top_k", 0, 1 << 20);
+  if (!top_k) return top_k.error();
+  q.generation.sampling.top_k = static_cast<int>(top_k->value_or(0));
+  auto seed = f.integer("seed", 0, UINT32_MAX);
+  if (!seed) return seed.error();
+  q.generation.sampling.seed = static_cast<std::uint32_t>(seed->value_or(0));
+  auto min_seq = f.integer("min_seq", 0, INT64_MAX);
+  if (!min_seq) return min_seq.error();
+  if (*min_seq && **min_seq > 0) q.min_seq = static_cast<std::uint64_t>(**min_seq);
+  auto wait_ms = f.integer("wait_ms", 0, 3600 * 1000);
+  if (!wait_ms) return wait_ms.error();
+  if (*wait_ms) q.wait_timeout = std::chrono::milliseconds(**wait_ms);
+  auto streamed = f.boolean("stream");
+  if (!streamed) return streamed.error();
+  stream = streamed->value_or(false);
+  if (Status st = f.no_unknown_fields(); !st) return st.error();
+  return q;
+}
+
+json session_json(const service::SessionSnapshot& s, const service::SessionHandle& h) {
+  const service::SessionCounters& c = h.counters();
+  json flash = json::array();
+  for (const auto& f : s.flash) {
+    json one = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
+    if (f.version > 0) {
+      one["answer"] = f.answer;
+      one["logit_gap"] = f.logit_gap;
+      one["version"] = f.version;
+      one["eval_ms"] = f.eval_ms;
+    }
+    flash.push_back(std::move(one));
+  }
+  return {
+      {"id", s.id},
+      {"mode", session::session_mode_name(s.mode)},
+      {"eviction", session::eviction_policy_name(s.eviction)},
+      {"data_version", s.data_version},
+      {"regions",
+       {{"system_tokens", s.region0_tokens},
+        {"data_tokens", s.data_tokens},
+        {"scaffold_tokens", s.scaffold_tokens},
+        {"records", s.records}}},
+      {"retention",
+       {{"max_tokens", s.max_data_tokens},
+        {"max_records", s.max_records > 0 ? json(s.max_records) : json(nullptr)},
+        {"evict_fraction", s.evict_fraction}}},
+      {"last_seq_pushed", h.last_seq_pushed()},
+      {"last_seq_ingested", s.last_seq_ingested},
+      {"pending", h.pending()},
+      {"records",
+       {{"pushed", c.records_pushed.load()},
+        {"ingested", c.records_ingested.load()},
+        {"dropped", c.records_dropped.load()},
+        {"rejected", c.records_rejected.load()},
+        {"evicted", s.records_evicted}}},
+      {"tokens_ingested", c.tokens_ingested.load()},
+      {"kv", {{"cells_used", s.kv_cells_used}, {"cells_reserved", s.kv_cells_reserved}, {"bytes", s.kv_bytes}}},
+      {"query_budget", s.query_budget},
+      {"queries", c.queries.load()},
+      {"flash", flash},
+      {"created", s.created_unix},
+  };
+}
+
+json push_json(const service::PushResult& p) {
+  return {{"accepted", p.accepted}, {"first_seq", p.first_seq}, {"last_seq", p.last_seq}, {"dropped", p.dropped}};
+}
+
+json answer_json(const service::QueryOutcome& o) {
+  const session::Answer& a = o.answer;
+  return {
+      {"answer", a.text},
+      {"path", o.path},
+      {"data_version", a.data_version},
+      {"tokens", {{"question", a.n_question_tokens}, {"answer", a.tokens.size()}}},
+      {"finish_reason", engine::finish_reason_name(a.finish)},
+      {"logit_gap", a.first_gap},
+      {"timings",
+       {{"queue_ms", o.queue_ms},
+        {"prompt_ms", a.prompt_ms},
+        {"generate_ms", a.generate_ms},
+        {"total_ms", o.total_ms}}},
+  };
+}
+
+}  // namespace aoi::server

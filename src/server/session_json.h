@@ -1,0 +1,20 @@
+// Session types on the wire: JSON request bodies to service requests, service results to JSON. Shared by the
+// HTTP routes and the WebSocket frames.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "aoi/common/error.h"
+#include "aoi/service/service.h"
+
+namespace aoi::server {
+
+Result<session::SessionConfig> parse_session_config(const nlohmann::json& body);
+// stream: set from the "stream" field. Unknown fields are refused.
+Result<service::QueryRequest> parse_query(const nlohmann::json& body, bool& stream);
+
+nlohmann::json session_json(const service::SessionSnapshot& snapshot, const service::SessionHandle& handle);
+nlohmann::json push_json(const service::PushResult& pushed);
+nlohmann::json answer_json(const service::QueryOutcome& outcome);
+
+}  // namespace aoi::server

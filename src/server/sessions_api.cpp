@@ -1,0 +1,196 @@
+// /v1/sessions: create, list, get, delete; data; query (plain and streamed); events (SSE).
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <variant>
+
+#include "aoi/server/http_error.h"
+#include "aoi/service/service.h"
+#include "async.h"
+#include "http.h"
+#include "json_fields.h"
+#include "records_body.h"
+#include "session_json.h"
+
+namespace aoi::server {
+namespace {
+
+using nlohmann::json;
+using service::Service;
+
+#define AOI_TRY(var, expr)                                                                  \
+  auto var##_result = (expr);                                                               \
+  if (!var##_result) co_return Outcome{error_response(call.request, var##_result.error())}; \
+  auto var = std::move(var##_result).value()
+
+net::awaitable<Outcome> create_session(Call& call) {
+  AOI_TRY(body, parse_object(call.request.body()));
+  AOI_TRY(config, parse_session_config(body));
+  Service& svc = call.service;
+  auto start = [&svc, config = std::move(config)](auto done) mutable { svc.create_session(std::move(config), done); };
+  auto created = co_await await_callback<Result<service::SessionSnapshot>>(start);
+  if (!created) co_return Outcome{error_response(call.request, created.error())};
+  co_return Outcome{
+      json_response(call.request, http::status::created, session_json(*created, *svc.handle(created->id)))};
+}
+
+net::awaitable<Outcome> list_sessions(Call& call) {
+  json list = json::array();
+  for (const auto& snap : call.service.sessions()) {
+    if (auto h = call.service.handle(snap.id)) list.push_back(session_json(snap, *h));
+  }
+  co_return Outcome{json_response(call.request, http::status::ok, {{"sessions", list}})};
+}
+
+net::awaitable<Outcome> get_session(Call& call) {
+  auto h = call.service.handle(call.params[0]);
+  if (!h) co_return Outcome{error_response(call.request, Error::not_found("unknown session: " + call.params[0]))};
+  co_return Outcome{json_response(call.request, http::status::ok, session_json(h->snapshot(), *h))};
+}
+
+net::awaitable<Outcome> delete_session(Call& call) {
+  Service& svc = call.service;
+  std::string id = call.params[0];
+  auto start = [&svc, id](auto done) { svc.delete_session(id, done); };
+  auto deleted = co_await await_callback<Status>(start);
+  if (!deleted) co_return Outcome{error_response(call.request, deleted.error())};
+  co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"deleted", true}})};
+}
+
+net::awaitable<Outcome> push_data(Call& call) {
+  std::string content_type(call.request[http::field::content_type]);
+  for (auto& ch : content_type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  Result<std::vector<service::RecordInput>> records = Error::internal("unset");
+  if (content_type.rfind("text/plain", 0) == 0) {
+    records = parse_records_text(call.request.body());
+  } else if (content_type.rfind("application/x-ndjson", 0) == 0 || content_type.rfind("application/jsonl", 0) == 0 ||
+             content_type.rfind("application/ndjson", 0) == 0) {
+    records = parse_records_ndjson(call.request.body());
+  } else {
+    records = parse_records_json(call.request.body());
+  }
+  if (!records) co_return Outcome{error_response(call.request, records.error())};
+  auto pushed = call.service.push(call.params[0], std::move(records).value());
+  if (!pushed) co_return Outcome{error_response(call.request, pushed.error())};
+  co_return Outcome{json_response(call.request, http::status::accepted, push_json(*pushed))};
+}
+
+using QueryItem = std::variant<std::string, Result<service::QueryOutcome>>;
+
+net::awaitable<Outcome> query(Call& call) {
+  AOI_TRY(body, parse_object(call.request.body()));
+  bool stream = false;
+  AOI_TRY(request, parse_query(body, stream));
+  Service& svc = call.service;
+  const std::string id = call.params[0];
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+
+  if (!stream) {
+    auto start = [&svc, id, request = std::move(request)](auto done) mutable {
+      svc.query(id, std::move(request), {}, done);
+    };
+    auto outcome = co_await await_callback<Result<service::QueryOutcome>>(start);
+    if (!outcome) co_return Outcome{error_response(call.request, outcome.error())};
+    call.metrics.observe_query(outcome->path, seconds());
+    co_return Outcome{json_response(call.request, http::status::ok, answer_json(*outcome))};
+  }
+
+  // Streamed: text pieces as `token` events, then `done` with the whole answer.
+  auto mailbox = std::make_shared<Mailbox<QueryItem>>(co_await net::this_coro::executor);
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  request.cancelled = cancelled;
+  svc.query(
+      id, std::move(request), [mailbox](std::string_view text) { mailbox->put(std::string(text)); },
+      [mailbox](Result<service::QueryOutcome> r) {
+        mailbox->put(std::move(r));
+        mailbox->close();
+      });
+  SseWriter sse(call.stream);
+  bool started = false;
+  for (;;) {
+    auto items = co_await mailbox->take(call.options.sse_ping);
+    for (auto& item : items) {
+      if (auto* text = std::get_if<std::string>(&item)) {
+        if (!started) started = co_await sse.start(call.request);
+        const std::string payload = dump(json{{"text", *text}});
+        if (!co_await sse.event("token", payload)) cancelled->store(true);
+        continue;
+      }
+      auto& result = std::get<Result<service::QueryOutcome>>(item);
+      if (!started) {
+        // Nothing streamed yet: a plain error response is clearer than an event.
+        if (!result) co_return Outcome{error_response(call.request, result.error())};
+        started = co_await sse.start(call.request);
+      }
+      std::string payload;
+      if (result) {
+        call.metrics.observe_query(result->path, seconds());
+        payload = dump(answer_json(*result));
+      } else {
+        payload = dump(error_object(result.error()));
+      }
+      co_await sse.event(result ? "done" : "error", payload);
+      co_return Outcome{std::nullopt, 200};
+    }
+    if (items.empty() && started && !co_await sse.comment("ping")) cancelled->store(true);
+  }
+}
+
+net::awaitable<Outcome> events(Call& call) {
+  auto h = call.service.handle(call.params[0]);
+  if (!h) co_return Outcome{error_response(call.request, Error::not_found("unknown session: " + call.params[0]))};
+  std::optional<std::uint64_t> after;
+  if (auto it = call.request.find("Last-Event-ID"); it != call.request.end()) {
+    try {
+      after = std::stoull(std::string(it->value()));
+    } catch (...) {
+      co_return Outcome{
+          error_response(call.request, Error::malformed("Last-Event-ID must be a number", "Last-Event-ID"))};
+    }
+  }
+  SseWriter sse(call.stream);
+  if (!co_await sse.start(call.request)) co_return Outcome{std::nullopt, 200};
+  auto mailbox = std::make_shared<Mailbox<service::Event>>(co_await net::this_coro::executor);
+  const auto token = h->events().subscribe([mailbox](const service::Event& e) { mailbox->put(e); }, after);
+  bool open = true;
+  while (open) {
+    auto items = co_await mailbox->take(call.options.sse_ping);
+    if (items.empty()) {
+      open = co_await sse.comment("ping");
+      continue;
+    }
+    for (const auto& e : items) {
+      open = co_await sse.event(e.type, dump(e.data), e.id);
+      if (!open || e.type == "session_deleted") {
+        open = false;
+        break;
+      }
+    }
+  }
+  h->events().unsubscribe(token);
+  co_return Outcome{std::nullopt, 200};
+}
+
+net::awaitable<Outcome> websocket(Call& call) {
+  co_await serve_websocket(call);
+  co_return Outcome{std::nullopt, 101};
+}
+
+}  // namespace
+
+void add_session_routes(std::vector<Route>& routes) {
+  routes.push_back({http::verb::post, "/v1/sessions", create_session});
+  routes.push_back({http::verb::get, "/v1/sessions", list_sessions});
+  routes.push_back({http::verb::get, "/v1/sessions/{id}", get_session});
+  routes.push_back({http::verb::delete_, "/v1/sessions/{id}", delete_session});
+  routes.push_back({http::verb::post, "/v1/sessions/{id}/data", push_data});
+  routes.push_back({http::verb::post, "/v1/sessions/{id}/query", query});
+  routes.push_back({http::verb::get, "/v1/sessions/{id}/events", events});
+  routes.push_back({http::verb::get, "/v1/sessions/{id}/ws", websocket});
+}
+
+}  // namespace aoi::server

@@ -1,0 +1,133 @@
+// GET /v1/sessions/{id}/ws: one socket that pushes records, asks questions and receives the session's events.
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
+#include <boost/beast/websocket.hpp>
+
+#include "aoi/server/http_error.h"
+#include "aoi/service/service.h"
+#include "async.h"
+#include "http.h"
+#include "json_fields.h"
+#include "records_body.h"
+#include "session_json.h"
+
+namespace aoi::server {
+namespace {
+
+namespace websocket = beast::websocket;
+using nlohmann::json;
+using Socket = websocket::stream<beast::tcp_stream>;
+
+struct Outbox {
+  std::shared_ptr<Mailbox<std::string>> frames;
+  void send(const json& frame) const { frames->put(dump(frame)); }
+};
+
+json with_ref(json frame, const json& ref) {
+  if (!ref.is_null()) frame["ref"] = ref;
+  return frame;
+}
+
+void send_error(const Outbox& out, const Error& e, const json& ref) {
+  out.send(with_ref({{"op", "error"}, {"error", error_object(e)}}, ref));
+}
+
+void handle_frame(service::Service& svc, const std::string& id, const std::string& text, const Outbox& out) {
+  auto frame = parse_object(text);
+  if (!frame) return send_error(out, frame.error(), nullptr);
+  const json ref = frame->contains("ref") ? (*frame)["ref"] : json(nullptr);
+  const std::string op = frame->contains("op") && (*frame)["op"].is_string() ? (*frame)["op"].get<std::string>() : "";
+  if (op == "push") {
+    auto records = parse_records_json(text, {"op", "ref"});
+    if (!records) return send_error(out, records.error(), ref);
+    auto pushed = svc.push(id, std::move(records).value());
+    if (!pushed) return send_error(out, pushed.error(), ref);
+    json reply = push_json(*pushed);
+    reply["op"] = "pushed";
+    return out.send(with_ref(std::move(reply), ref));
+  }
+  if (op == "query") {
+    json body = *frame;
+    body.erase("op");
+    body.erase("ref");
+    bool stream = false;
+    auto request = parse_query(body, stream);
+    if (!request) return send_error(out, request.error(), ref);
+    std::function<void(std::string_view)> on_text;
+    if (stream) {
+      on_text = [out, ref](std::string_view piece) { out.send(with_ref({{"op", "token"}, {"text", piece}}, ref)); };
+    }
+    svc.query(id, std::move(request).value(), on_text, [out, ref](Result<service::QueryOutcome> r) {
+      if (!r) return send_error(out, r.error(), ref);
+      json reply = answer_json(*r);
+      reply["op"] = "answer";
+      out.send(with_ref(std::move(reply), ref));
+    });
+    return;
+  }
+  send_error(out, Error::invalid("op", op.empty() ? "a frame needs \"op\"" : "unknown op \"" + op + "\""), ref);
+}
+
+net::awaitable<void> write_loop(std::shared_ptr<Socket> ws, std::shared_ptr<Mailbox<std::string>> frames) {
+  for (;;) {
+    auto batch = co_await frames->take(std::chrono::seconds(30));
+    for (const auto& text : batch) {
+      boost::system::error_code ec;
+      ws->text(true);
+      co_await ws->async_write(net::buffer(text), net::redirect_error(net::use_awaitable, ec));
+      if (ec) {
+        frames->close();
+        co_return;
+      }
+    }
+    if (batch.empty() && frames->closed()) co_return;
+  }
+}
+
+}  // namespace
+
+net::awaitable<void> serve_websocket(Call& call) {
+  const std::string id = call.params[0];
+  auto handle = call.service.handle(id);
+  boost::system::error_code ec;
+  if (!handle) {
+    auto res = error_response(call.request, Error::not_found("unknown session: " + id));
+    res.keep_alive(false);
+    co_await http::async_write(call.stream, res, net::redirect_error(net::use_awaitable, ec));
+    co_return;
+  }
+  auto ws = std::make_shared<Socket>(std::move(call.stream));
+  ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  ws->read_message_max(call.options.max_body_bytes);
+  co_await ws->async_accept(call.request, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+
+  const auto executor = co_await net::this_coro::executor;
+  Outbox out{std::make_shared<Mailbox<std::string>>(executor)};
+  auto frames = out.frames;
+  const auto token = handle->events().subscribe([frames](const service::Event& e) {
+    frames->put(dump({{"op", "event"}, {"event", e.type}, {"id", e.id}, {"data", e.data}}));
+  });
+  net::co_spawn(executor, write_loop(ws, frames), net::detached);
+
+  beast::flat_buffer buffer;
+  for (;;) {
+    buffer.clear();
+    co_await ws->async_read(buffer, net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    if (!ws->got_text()) {
+      send_error(out, Error::malformed("frames are JSON text"), nullptr);
+      continue;
+    }
+    handle_frame(call.service, id, beast::buffers_to_string(buffer.data()), out);
+  }
+  handle->events().unsubscribe(token);
+  frames->close();
+}
+
+}  // namespace aoi::server

@@ -1,0 +1,132 @@
+// aoi serve: the HTTP server.
+#include "serve.h"
+
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "aoi/server/server.h"
+#include "aoi/service/service.h"
+
+namespace aoi::cli {
+namespace {
+
+engine::KvType kv_type(const std::string& name) {
+  if (name == "f32") return engine::KvType::kF32;
+  if (name == "bf16") return engine::KvType::kBF16;
+  if (name == "q8_0") return engine::KvType::kQ8_0;
+  if (name == "q4_0") return engine::KvType::kQ4_0;
+  return engine::KvType::kF16;
+}
+
+}  // namespace
+
+void add_serve_options(CLI::App& app, ServeOptions& o) {
+  app.add_option("-m,--model", o.model, "GGUF model")->required()->check(CLI::ExistingFile);
+  app.add_option("-a,--alias", o.alias, "model name reported by /v1/models (default: the file name)");
+  app.add_option("--host", o.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", o.port, "port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
+  app.add_option("-c,--ctx-size", o.ctx_size, "KV cache cells shared by sessions and completions")
+      ->check(CLI::Range(256, 1 << 22))
+      ->capture_default_str();
+  app.add_option("-t,--threads", o.threads, "CPU threads for the forward pass (0: all)")->check(CLI::Range(0, 1024));
+  app.add_option("-b,--batch-size", o.batch_size, "tokens per forward pass")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--max-sessions", o.max_sessions, "sessions at most")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  const auto kv_types = CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"});
+  app.add_option("--cache-type-k", o.cache_type_k, "KV cache type of K")->check(kv_types)->capture_default_str();
+  app.add_option("--cache-type-v", o.cache_type_v, "KV cache type of V")->check(kv_types)->capture_default_str();
+  app.add_option("--flash-attn", o.flash_attn, "flash attention (slows decode at depth on CPUs)")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  app.add_option("--n-gpu-layers", o.n_gpu_layers, "layers on the GPU (-1: all)");
+  app.add_option("--api-key", o.api_keys, "require this key (repeatable); /health stays open");
+  app.add_option("--max-body-bytes", o.max_body_bytes, "largest request body")->capture_default_str();
+  app.add_option("--pool-slots", o.pool_slots, "parallel stateless completions")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--pool-max-tokens", o.pool_max_tokens, "KV cells per completion (prompt + answer)")
+      ->check(CLI::Range(64, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--io-threads", o.io_threads, "HTTP threads")->check(CLI::Range(1, 64))->capture_default_str();
+  app.add_option("--ring-capacity", o.ring_capacity, "pending records per session before the oldest drop")
+      ->capture_default_str();
+}
+
+int run_serve(const ServeOptions& o) {
+  // Signals are taken by sigwait below, not by whichever thread they land on.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ServerOptions so;
+  so.host = o.host;
+  so.port = static_cast<std::uint16_t>(o.port);
+  so.api_keys = o.api_keys;
+  so.max_body_bytes = o.max_body_bytes;
+  so.io_threads = o.io_threads;
+  so.model_name = o.alias.empty() ? std::filesystem::path(o.model).stem().string() : o.alias;
+  server::Server server(so);
+  if (Status st = server.listen(); !st) {
+    spdlog::error("{}", st.error().message);
+    return 1;
+  }
+  std::fprintf(stderr, "aoi: loading %s (http://%s:%u answers 503 until ready)\n", o.model.c_str(), o.host.c_str(),
+               server.port());
+
+  service::ServiceParams sp;
+  sp.model.path = o.model;
+  sp.model.n_gpu_layers = o.n_gpu_layers;
+  int last_percent = -1;
+  sp.model.on_progress = [&last_percent](float p) {
+    const int percent = static_cast<int>(p * 100);
+    if (percent / 10 != last_percent / 10) {
+      std::fprintf(stderr, "aoi: loading model %3d%%\n", percent);
+      last_percent = percent;
+    }
+    return true;
+  };
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  sp.context.n_ctx = static_cast<std::uint32_t>(o.ctx_size);
+  sp.context.n_batch = sp.context.n_ubatch = static_cast<std::uint32_t>(o.batch_size);
+  sp.context.n_threads = sp.context.n_threads_batch = threads;
+  sp.context.type_k = kv_type(o.cache_type_k);
+  sp.context.type_v = kv_type(o.cache_type_v);
+  sp.context.flash_attn = o.flash_attn == "on"     ? engine::FlashAttn::kOn
+                          : o.flash_attn == "auto" ? engine::FlashAttn::kAuto
+                                                   : engine::FlashAttn::kOff;
+  sp.max_sessions = o.max_sessions;
+  sp.pool_slots = o.pool_slots;
+  sp.pool_max_tokens = std::min(o.pool_max_tokens, o.ctx_size / 2);
+  sp.ring_capacity = o.ring_capacity;
+  auto service = service::Service::start(sp);
+  if (!service) {
+    spdlog::error("{}", service.error().message);
+    server.stop();
+    return 1;
+  }
+  const engine::Model& model = (*service)->model();
+  server.set_service(service->get());
+  std::printf("aoi: model %s (%s, %.0f MB), %d KV cells, %d threads, up to %d sessions\n", so.model_name.c_str(),
+              model.description().c_str(), static_cast<double>(model.size_bytes()) / 1e6, o.ctx_size, threads,
+              o.max_sessions);
+  std::printf("aoi: listening on http://%s:%u\n", o.host.c_str(), server.port());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "aoi: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+  server.stop();
+  (*service)->shutdown();
+  return 0;
+}
+
+}  // namespace aoi::cli

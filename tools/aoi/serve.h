@@ -1,0 +1,34 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace aoi::cli {
+
+struct ServeOptions {
+  std::string model;
+  std::string alias;  // the name /v1/models reports (default: the file name)
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int ctx_size = 16384;
+  int threads = 0;  // 0: all cores
+  int batch_size = 512;
+  int max_sessions = 8;
+  std::string cache_type_k = "f16";
+  std::string cache_type_v = "f16";
+  std::string flash_attn = "off";
+  int n_gpu_layers = 0;
+  std::vector<std::string> api_keys;
+  std::size_t max_body_bytes = 16u << 20;
+  int pool_slots = 2;
+  int pool_max_tokens = 4096;
+  int io_threads = 2;
+  std::size_t ring_capacity = 4096;
+};
+
+void add_serve_options(CLI::App& app, ServeOptions& o);
+int run_serve(const ServeOptions& o);
+
+}  // namespace aoi::cli
