@@ -90,7 +90,8 @@ void Metrics::observe_completion(std::string_view api, double seconds) {
   completion_seconds_[std::string(api)].observe(seconds);
 }
 
-std::string Metrics::render(const service::ServiceStats& st) const {
+std::string Metrics::render(const service::ServiceStats& st,
+                            const std::vector<service::SessionSnapshot>& sessions) const {
   std::string out;
   {
     std::lock_guard lock(mu_);
@@ -143,6 +144,23 @@ std::string Metrics::render(const service::ServiceStats& st) const {
   sample(out, "aoi_kv_cells", "state=\"total\"", st.kv_cells_total);
   header(out, "aoi_sessions", "gauge", "Live sessions.");
   sample(out, "aoi_sessions", "", st.sessions);
+  header(out, "aoi_session_background_seconds", "gauge",
+         "Background work per data version (ingestion, scaffold, flash round), by session and kind.");
+  for (const auto& s : sessions) {
+    const std::string id = "session=\"" + escape_label(s.id) + "\"";
+    sample(out, "aoi_session_background_seconds", id + ",kind=\"ingest\"", s.ingest_ms / 1000);
+    sample(out, "aoi_session_background_seconds", id + ",kind=\"flash\"", s.flash_ms / 1000);
+  }
+  header(out, "aoi_session_data_interval_seconds", "gauge", "Smoothed time between pushes, by session.");
+  for (const auto& s : sessions) {
+    sample(out, "aoi_session_data_interval_seconds", "session=\"" + escape_label(s.id) + "\"",
+           s.data_interval_ms / 1000);
+  }
+  header(out, "aoi_session_data_version", "gauge", "Data version, by session.");
+  for (const auto& s : sessions) {
+    sample(out, "aoi_session_data_version", "session=\"" + escape_label(s.id) + "\"",
+           static_cast<double>(s.data_version));
+  }
   header(out, "aoi_pool_slots", "gauge", "Stateless completion slots: busy and total.");
   sample(out, "aoi_pool_slots", "state=\"busy\"", st.pool_busy);
   sample(out, "aoi_pool_slots", "state=\"total\"", st.pool_slots);

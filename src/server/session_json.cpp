@@ -130,16 +130,7 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, bool& stre
 json session_json(const service::SessionSnapshot& s, const service::SessionHandle& h) {
   const service::SessionCounters& c = h.counters();
   json flash = json::array();
-  for (const auto& f : s.flash) {
-    json one = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
-    if (f.version > 0) {
-      one["answer"] = f.answer;
-      one["logit_gap"] = f.logit_gap;
-      one["version"] = f.version;
-      one["eval_ms"] = f.eval_ms;
-    }
-    flash.push_back(std::move(one));
-  }
+  for (const auto& f : h.flash().list()) flash.push_back(flash_json(f));
   return {
       {"id", s.id},
       {"mode", session::session_mode_name(s.mode)},
@@ -169,7 +160,35 @@ json session_json(const service::SessionSnapshot& s, const service::SessionHandl
       {"queries", c.queries.load()},
       {"flash", flash},
       {"created", s.created_unix},
+      {"budget",
+       {{"ingest_ms", s.ingest_ms},
+        {"flash_ms", s.flash_ms},
+        {"background_ms", s.ingest_ms + s.flash_ms},
+        {"data_interval_ms", s.data_interval_ms},
+        {"flash_rounds", s.flash_rounds}}},
   };
+}
+
+json flash_json(const service::FlashQuery& f) {
+  json one = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
+  if (f.answer.version > 0 || !f.answer.tokens.empty() || f.answer.finish != engine::FinishReason::kNone) {
+    one["answer"] = f.answer.text;
+    one["logit_gap"] = f.answer.logit_gap;
+    one["version"] = f.answer.version;
+    one["eval_ms"] = f.answer.eval_ms;
+  }
+  return one;
+}
+
+Result<std::pair<std::string, int>> parse_flash(const json& body) {
+  Fields f(body);
+  auto question = f.string("question");
+  if (!question) return question.error();
+  if (!*question) return Error::invalid("question", "a question is needed");
+  auto max_tokens = f.integer("max_tokens", 1, 1024);
+  if (!max_tokens) return max_tokens.error();
+  if (Status st = f.no_unknown_fields(); !st) return st.error();
+  return std::make_pair(**question, static_cast<int>(max_tokens->value_or(8)));
 }
 
 json push_json(const service::PushResult& p) {

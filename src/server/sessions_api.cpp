@@ -175,6 +175,28 @@ net::awaitable<Outcome> events(Call& call) {
   co_return Outcome{std::nullopt, 200};
 }
 
+net::awaitable<Outcome> add_flash(Call& call) {
+  AOI_TRY(body, parse_object(call.request.body()));
+  AOI_TRY(flash, parse_flash(body));
+  auto added = call.service.add_flash(call.params[0], flash.first, flash.second);
+  if (!added) co_return Outcome{error_response(call.request, added.error())};
+  co_return Outcome{json_response(call.request, http::status::created, flash_json(*added))};
+}
+
+net::awaitable<Outcome> list_flash(Call& call) {
+  auto list = call.service.list_flash(call.params[0]);
+  if (!list) co_return Outcome{error_response(call.request, list.error())};
+  json out = json::array();
+  for (const auto& f : *list) out.push_back(flash_json(f));
+  co_return Outcome{json_response(call.request, http::status::ok, json{{"flash", out}})};
+}
+
+net::awaitable<Outcome> remove_flash(Call& call) {
+  Status removed = call.service.remove_flash(call.params[0], call.params[1]);
+  if (!removed) co_return Outcome{error_response(call.request, removed.error())};
+  co_return Outcome{json_response(call.request, http::status::ok, json{{"fid", call.params[1]}, {"deleted", true}})};
+}
+
 net::awaitable<Outcome> websocket(Call& call) {
   co_await serve_websocket(call);
   co_return Outcome{std::nullopt, 101};
@@ -191,6 +213,9 @@ void add_session_routes(std::vector<Route>& routes) {
   routes.push_back({http::verb::post, "/v1/sessions/{id}/query", query});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/events", events});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/ws", websocket});
+  routes.push_back({http::verb::post, "/v1/sessions/{id}/flash", add_flash});
+  routes.push_back({http::verb::get, "/v1/sessions/{id}/flash", list_flash});
+  routes.push_back({http::verb::delete_, "/v1/sessions/{id}/flash/{fid}", remove_flash});
 }
 
 }  // namespace aoi::server

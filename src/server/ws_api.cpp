@@ -70,6 +70,30 @@ void handle_frame(service::Service& svc, const std::string& id, const std::strin
     });
     return;
   }
+  if (op == "flash_add") {
+    json body = *frame;
+    body.erase("op");
+    body.erase("ref");
+    auto flash = parse_flash(body);
+    if (!flash) return send_error(out, flash.error(), ref);
+    auto added = svc.add_flash(id, flash->first, flash->second);
+    if (!added) return send_error(out, added.error(), ref);
+    json reply = flash_json(*added);
+    reply["op"] = "flash_added";
+    return out.send(with_ref(std::move(reply), ref));
+  }
+  if (op == "flash_list") {
+    auto list = svc.list_flash(id);
+    if (!list) return send_error(out, list.error(), ref);
+    json items = json::array();
+    for (const auto& f : *list) items.push_back(flash_json(f));
+    return out.send(with_ref({{"op", "flash_list"}, {"flash", items}}, ref));
+  }
+  if (op == "flash_remove") {
+    const std::string fid = frame->value("fid", "");
+    if (Status st = svc.remove_flash(id, fid); !st) return send_error(out, st.error(), ref);
+    return out.send(with_ref({{"op", "flash_removed"}, {"fid", fid}}, ref));
+  }
   send_error(out, Error::invalid("op", op.empty() ? "a frame needs \"op\"" : "unknown op \"" + op + "\""), ref);
 }
 

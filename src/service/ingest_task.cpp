@@ -122,7 +122,7 @@ sched::StepOutcome IngestTask::step() {
   SessionCounters& c = handle_->counters();
   c.records_ingested.fetch_add(static_cast<std::uint64_t>(stats.records_added));
   c.tokens_ingested.fetch_add(static_cast<std::uint64_t>(stats.tokens_added));
-  service_.refresh_snapshot(*handle_);
+  service_.after_append(handle_, stats);
   const std::uint64_t dropped_total = c.records_dropped.load();
   handle_->events().publish("data_updated", {{"version", stats.version},
                                              {"records_added", stats.records_added},

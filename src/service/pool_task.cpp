@@ -4,19 +4,6 @@
 
 namespace aoi::service {
 
-SequencePool::SequencePool(engine::SeqId first, int count) : count_(count) {
-  for (int i = count - 1; i >= 0; --i) free_.push_back(first + i);
-}
-
-std::optional<engine::SeqId> SequencePool::take() {
-  if (free_.empty()) return std::nullopt;
-  const engine::SeqId seq = free_.back();
-  free_.pop_back();
-  return seq;
-}
-
-void SequencePool::give_back(engine::SeqId seq) { free_.push_back(seq); }
-
 PoolTask::PoolTask(Service& service, std::vector<engine::Token> prompt, GenerateRequest request,
                    std::function<void(std::string_view)> on_text, std::function<void(Result<GenerateOutcome>)> done)
     : service_(service),

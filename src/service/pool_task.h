@@ -11,23 +11,9 @@
 #include "aoi/engine/generation.h"
 #include "aoi/sched/task.h"
 #include "aoi/service/service.h"
+#include "sequence_pool.h"
 
 namespace aoi::service {
-
-// The pool's sequence ids and which are free. Inference thread only.
-class SequencePool {
- public:
-  SequencePool(engine::SeqId first, int count);
-  std::optional<engine::SeqId> take();
-  void give_back(engine::SeqId seq);
-  bool any_free() const { return !free_.empty(); }
-  int size() const { return count_; }
-  int busy() const { return count_ - static_cast<int>(free_.size()); }
-
- private:
-  int count_;
-  std::vector<engine::SeqId> free_;
-};
 
 class PoolTask : public sched::Task {
  public:

@@ -5,11 +5,14 @@
 #include <chrono>
 #include <future>
 
+#include "aoi/engine/sampling.h"
 #include "aoi/session/session_manager.h"
 #include "call_task.h"
+#include "flash_task.h"
 #include "ingest_task.h"
 #include "pool_task.h"
 #include "query_task.h"
+#include "sequence_pool.h"
 
 namespace aoi::service {
 namespace {
@@ -66,6 +69,7 @@ Service::~Service() { shutdown(); }
 Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   if (params.max_sessions < 1) return Error::invalid("max_sessions", "must be at least 1");
   if (params.pool_slots < 0) return Error::invalid("pool_slots", "must not be negative");
+  if (params.max_flash < 0) return Error::invalid("max_flash", "must not be negative");
   std::unique_ptr<Service> s(new Service(std::move(params)));
   auto model = engine::Model::load(s->params_.model);
   if (!model) return model.error();
@@ -73,7 +77,7 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   engine::ContextParams cp = s->params_.context;
   // Two sequences per session (the primary and the rebuild sequence of recompute eviction), then the pool.
   const int session_seqs = 2 * s->params_.max_sessions;
-  cp.n_seq_max = static_cast<std::uint32_t>(session_seqs + s->params_.pool_slots);
+  cp.n_seq_max = static_cast<std::uint32_t>(session_seqs + s->params_.pool_slots + s->params_.max_flash);
   const int pool_cells = s->params_.pool_slots * s->params_.pool_max_tokens;
   if (pool_cells >= static_cast<int>(cp.n_ctx)) {
     return Error::invalid("ctx_size", "the context (" + std::to_string(cp.n_ctx) + " cells) must be larger than the " +
@@ -88,6 +92,7 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
                                     .n_seqs = session_seqs,
                                     .cell_budget = static_cast<int>(s->ctx_->n_ctx()) - pool_cells});
   s->pool_ = std::make_unique<SequencePool>(session_seqs, s->params_.pool_slots);
+  s->scratch_ = std::make_unique<SequencePool>(session_seqs + s->params_.pool_slots, s->params_.max_flash);
   s->worker_ = std::make_unique<sched::Worker>();
   return s;
 }
@@ -129,6 +134,119 @@ void Service::refresh_snapshot(SessionHandle& handle) {
   }
   kv_cells_used_ = used;
   kv_cells_reserved_ = manager_->cells_reserved();
+}
+
+void Service::publish_ready(SessionHandle& handle) {
+  const session::Session* s = handle.session;
+  if (s == nullptr || handle.ready_vocab.empty() || s->ready_logits().empty()) return;
+  const engine::Top2 top = engine::top2(s->ready_logits().data(), static_cast<int>(s->ready_logits().size()));
+  handle.set_ready({true, s->data_version(), top.token, top.gap()});
+}
+
+void Service::after_append(const std::shared_ptr<SessionHandle>& handle, const session::AppendStats& stats) {
+  SessionHandle& h = *handle;
+  const session::Session* s = h.session;
+  refresh_snapshot(h);
+  publish_ready(h);
+  h.data_version = s->data_version();
+  h.seq_ingested = s->last_record_seq();
+  SessionSnapshot snap = h.snapshot();
+  snap.ingest_ms = stats.decode_ms;
+  snap.data_interval_ms = h.push_interval_ms();
+  h.set_snapshot(std::move(snap));
+  // One flash round for a burst of data: when ingestion has caught up, or has run far ahead of the answers.
+  const bool caught_up = h.pending() == 0;
+  const bool lagging = s->data_version() >= h.flash_version + static_cast<std::uint64_t>(params_.flash_max_lag);
+  if (h.flash().size() > 0 && (caught_up || lagging)) schedule_flash(handle);
+}
+
+void Service::finish_flash_round(SessionHandle& h, double round_ms) {
+  SessionSnapshot snap = h.snapshot();
+  snap.flash_ms = round_ms;
+  snap.flash_rounds++;
+  const double background = snap.ingest_ms + round_ms;
+  snap.data_interval_ms = h.push_interval_ms();
+  const bool over = snap.data_interval_ms > 0 && background > snap.data_interval_ms;
+  h.set_snapshot(snap);
+  h.flash_scheduled = false;
+  if (over && snap.flash_rounds % 16 == 1) {
+    // Throttled: the first round over budget, then every 16th.
+    spdlog::warn("session {}: background work {:.0f} ms per version exceeds the {:.0f} ms between versions", h.id(),
+                 background, snap.data_interval_ms);
+    h.events().publish("warning",
+                       {{"type", "budget"},
+                        {"message", "background work per data version exceeds the interval between versions"},
+                        {"background_ms", background},
+                        {"ingest_ms", snap.ingest_ms},
+                        {"flash_ms", round_ms},
+                        {"data_interval_ms", snap.data_interval_ms}});
+  }
+  // Data that arrived during the round gets its own round once ingested (after_append schedules it).
+  const session::Session* s = h.session;
+  if (s != nullptr && s->data_version() > h.flash_version && h.pending() == 0 && !h.ingest_scheduled.load()) {
+    if (auto handle = this->handle(h.id())) schedule_flash(handle);
+  }
+}
+
+void Service::schedule_flash(const std::shared_ptr<SessionHandle>& handle) {
+  if (!handle->flash_scheduled.exchange(true)) worker_->submit(std::make_unique<FlashTask>(*this, handle));
+}
+
+Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens) {
+  auto h = handle(id);
+  if (!h) return Error::not_found("unknown session: " + std::string(id));
+  if (max_tokens < 1 || max_tokens > 1024) return Error::invalid("max_tokens", "must be between 1 and 1024");
+  if (normalize_question(question).empty()) return Error::invalid("question", "question is empty");
+  auto added = h->flash().add(std::move(question), max_tokens);
+  if (!added) return added.error();
+  schedule_flash(h);  // an answer for the current version
+  return added;
+}
+
+Result<std::vector<FlashQuery>> Service::list_flash(std::string_view id) const {
+  auto h = handle(id);
+  if (!h) return Error::not_found("unknown session: " + std::string(id));
+  return h->flash().list();
+}
+
+Status Service::remove_flash(std::string_view id, std::string_view fid) {
+  auto h = handle(id);
+  if (!h) return Error::not_found("unknown session: " + std::string(id));
+  return h->flash().remove(fid);
+}
+
+std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, const QueryRequest& request) const {
+  // Only for greedy requests on data that covers min_seq: the cached answers are greedy, of the newest version.
+  if (request.generation.sampling.temperature > 0 || !request.generation.stop.empty()) return std::nullopt;
+  if (request.min_seq && h.seq_ingested.load() < *request.min_seq) return std::nullopt;
+  const std::uint64_t version = h.data_version.load();
+  QueryOutcome out;
+  if (auto hit = h.flash().lookup(request.question, version, request.generation.max_tokens)) {
+    out.path = "flash";
+    out.answer.text = hit->answer.text;
+    out.answer.tokens = hit->answer.tokens;
+    out.answer.finish = hit->answer.finish;
+    out.answer.data_version = hit->answer.version;
+    out.answer.first_gap = hit->answer.logit_gap;
+    return out;
+  }
+  if (h.ready_vocab.empty() || request.generation.max_tokens < 1 ||
+      normalize_question(request.question) != h.ready_question) {
+    return std::nullopt;
+  }
+  const ReadyVerdict verdict = h.ready();
+  if (!verdict.valid || verdict.version != version || !(verdict.gap > h.ready_tau)) return std::nullopt;
+  for (const auto& [token, word] : h.ready_vocab) {
+    if (token != verdict.token) continue;
+    out.path = "speculative";
+    out.answer.text = word;
+    out.answer.tokens = {token};
+    out.answer.finish = engine::FinishReason::kStop;
+    out.answer.data_version = verdict.version;
+    out.answer.first_gap = verdict.gap;
+    return out;
+  }
+  return std::nullopt;
 }
 
 void Service::create_session(session::SessionConfig config, std::function<void(Result<SessionSnapshot>)> done) {
@@ -186,8 +304,20 @@ void Service::create_session(session::SessionConfig config, std::function<void(R
           return;
         }
         auto handle = std::make_shared<SessionHandle>(config.id, params_.ring_capacity, params_.event_history,
-                                                      std::move(*renderer));
+                                                      static_cast<size_t>(params_.max_flash), std::move(*renderer));
         handle->session = *created;
+        if (config.ready && config.mode == session::SessionMode::kStateful) {
+          // Each fast-answer word is known by its first token, with and without a leading space.
+          handle->ready_question = normalize_question(config.ready->question);
+          handle->ready_tau = config.ready->tau;
+          for (const auto& word : config.ready->vocab) {
+            for (const std::string& form : {word, " " + word}) {
+              const auto tokens = model_->tokenize(form, false, false);
+              if (!tokens.empty()) handle->ready_vocab.emplace_back(tokens.front(), word);
+            }
+          }
+          publish_ready(*handle);
+        }
         SessionSnapshot snap;
         snap.id = config.id;
         snap.created_unix = unix_now();
@@ -292,6 +422,14 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
   }
   if (request.wait_timeout > params_.max_wait) request.wait_timeout = params_.max_wait;
   queries_.fetch_add(1, std::memory_order_relaxed);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (auto fast = answer_without_inference(*h, request)) {
+    h->counters().queries.fetch_add(1, std::memory_order_relaxed);
+    fast->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (on_text && !fast->answer.text.empty()) on_text(fast->answer.text);
+    done(std::move(*fast));
+    return;
+  }
   worker_->submit(
       std::make_unique<QueryTask>(*this, std::move(h), std::move(request), std::move(on_text), std::move(done)));
 }

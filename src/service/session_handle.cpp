@@ -2,9 +2,13 @@
 
 namespace aoi::service {
 
-SessionHandle::SessionHandle(std::string id, size_t ring_capacity, size_t event_history,
+SessionHandle::SessionHandle(std::string id, size_t ring_capacity, size_t event_history, size_t max_flash,
                              std::unique_ptr<ingest::RecordRenderer> renderer)
-    : id_(std::move(id)), renderer_(std::move(renderer)), ring_(ring_capacity), events_(event_history) {
+    : id_(std::move(id)),
+      renderer_(std::move(renderer)),
+      ring_(ring_capacity),
+      events_(event_history),
+      flash_(max_flash) {
   snapshot_.id = id_;
 }
 
@@ -29,6 +33,13 @@ PushResult SessionHandle::push(std::vector<RecordInput> records) {
   PushResult result;
   if (records.empty()) return result;
   std::lock_guard lock(producer_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (last_push_.time_since_epoch().count() != 0) {
+    const double interval = std::chrono::duration<double, std::milli>(now - last_push_).count();
+    const double smoothed = push_interval_ms_.load(std::memory_order_relaxed);
+    push_interval_ms_.store(smoothed == 0 ? interval : 0.8 * smoothed + 0.2 * interval, std::memory_order_relaxed);
+  }
+  last_push_ = now;
   result.first_seq = next_seq_;
   for (auto& record : records) {
     result.dropped += ring_.push(PendingRecord{next_seq_, std::move(record)});
@@ -50,6 +61,20 @@ SessionSnapshot SessionHandle::snapshot() const {
 void SessionHandle::set_snapshot(SessionSnapshot snapshot) {
   std::lock_guard lock(snapshot_mu_);
   snapshot_ = std::move(snapshot);
+}
+
+}  // namespace aoi::service
+
+namespace aoi::service {
+
+void SessionHandle::set_ready(ReadyVerdict verdict) {
+  std::lock_guard lock(ready_mu_);
+  ready_ = verdict;
+}
+
+ReadyVerdict SessionHandle::ready() const {
+  std::lock_guard lock(ready_mu_);
+  return ready_;
 }
 
 }  // namespace aoi::service

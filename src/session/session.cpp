@@ -65,10 +65,15 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq
   }
   s->scaffold_ = model.tokenize(cfg.scaffold.value_or(layout.scaffold), false, true);
   s->question_close_ = model.tokenize(cfg.question_suffix.value_or(layout.question_close), false, true);
+  if (cfg.ready && cfg.mode == SessionMode::kStateful) {
+    auto tail = s->question_tokens(cfg.ready->question);
+    if (!tail) return Error::invalid("ready.question", tail.error().message);
+    s->ready_tail_ = std::move(tail).value();
+  }
 
   s->max_position_ =
       std::min(model.n_ctx_train() > 0 ? model.n_ctx_train() : INT32_MAX, static_cast<int>(ctx.n_ctx_seq()));
-  const int fixed = s->n_region0() + s->n_scaffold() + cfg.query_budget;
+  const int fixed = s->n_region0() + s->n_scaffold() + static_cast<int>(s->ready_tail_.size()) + cfg.query_budget;
   if (fixed >= s->max_position_) {
     return Error::invalid("system", "system text, scaffold and query budget take " + std::to_string(fixed) +
                                         " positions; the context allows " + std::to_string(s->max_position_));
@@ -81,9 +86,10 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq
   // The KV cells left for this session bound the window too (twice the window with a rebuild sequence):
   // an explicit window must fit, a default one shrinks to fit.
   const int copies = shadow >= 0 ? 2 : 1;
-  const int cells_room = (cell_limit - fixed - (copies - 1) * s->n_scaffold()) / copies;
+  const int after = s->n_scaffold() + static_cast<int>(s->ready_tail_.size());
+  const int cells_room = (cell_limit - fixed - (copies - 1) * after) / copies;
   if (cfg.retention.max_tokens ? *cfg.retention.max_tokens > cells_room : cells_room < 1) {
-    const int want = fixed + copies * (cfg.retention.max_tokens.value_or(1) + s->n_scaffold()) - s->n_scaffold();
+    const int want = fixed + copies * (cfg.retention.max_tokens.value_or(1) + after) - after;
     return Error::overloaded("the session needs " + std::to_string(want) + " KV cells; " +
                              std::to_string(std::max(cell_limit, 0)) + " are free");
   }
@@ -191,7 +197,8 @@ Result<std::unique_ptr<SessionAppend>> Session::begin_append(std::vector<Tokeniz
       start = 0;
     }
     for (const auto& r : window) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
-    tokens.insert(tokens.end(), scaffold_.begin(), scaffold_.end());
+    const auto after = after_data();
+    tokens.insert(tokens.end(), after.begin(), after.end());
     stats.rebuilt = true;
     append_running_ = true;
     return std::unique_ptr<SessionAppend>(new SessionAppend(*this, Kind::kRebuild, shadow_, start, std::move(tokens),
@@ -215,15 +222,23 @@ Result<std::unique_ptr<SessionAppend>> Session::begin_append(std::vector<Tokeniz
   }
   std::vector<Token> tokens;
   for (const auto& r : fresh) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
-  tokens.insert(tokens.end(), scaffold_.begin(), scaffold_.end());
+  const auto after = after_data();
+  tokens.insert(tokens.end(), after.begin(), after.end());
   return std::unique_ptr<SessionAppend>(new SessionAppend(*this, Kind::kInPlace, seq_, n_region0() + n_data_tokens_,
                                                           std::move(tokens), std::move(fresh), n_evict_old,
                                                           n_batch_records, stats));
 }
 
+std::vector<Token> Session::after_data() const {
+  std::vector<Token> tokens(scaffold_);
+  tokens.insert(tokens.end(), ready_tail_.begin(), ready_tail_.end());
+  return tokens;
+}
+
 void Session::strip_scaffold() {
   ctx_.seq_remove(seq_, n_region0() + n_data_tokens_, -1);
   scaffold_ready_ = false;
+  tail_decoded_ = false;
 }
 
 void Session::keep_ready_logits() {
@@ -241,7 +256,8 @@ Status Session::decode_scaffold() {
     tokens = region0_;
     for (const auto& r : records_) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
   }
-  tokens.insert(tokens.end(), scaffold_.begin(), scaffold_.end());
+  const auto after = after_data();
+  tokens.insert(tokens.end(), after.begin(), after.end());
   if (tokens.empty()) {
     scaffold_ready_ = true;
     return {};
@@ -259,12 +275,14 @@ Status Session::decode_scaffold() {
   }
   keep_ready_logits();
   scaffold_ready_ = true;
+  tail_decoded_ = !ready_tail_.empty();
   return {};
 }
 
 int Session::footprint() const {
-  const int primary = n_region0() + max_data_tokens_ + n_scaffold() + config_.query_budget;
-  return shadow_ >= 0 ? primary + max_data_tokens_ + n_scaffold() : primary;
+  const int after = n_scaffold() + static_cast<int>(ready_tail_.size());
+  const int primary = n_region0() + max_data_tokens_ + after + config_.query_budget;
+  return shadow_ >= 0 ? primary + max_data_tokens_ + after : primary;
 }
 
 std::vector<Token> Session::context_tokens() const {
@@ -311,6 +329,12 @@ Result<std::unique_ptr<SessionQuery>> Session::start_query(QueryParams params,
   if (config_.mode == SessionMode::kStateful) {
     if (scaffold_ready_) {
       region2_start = query_pos();
+      if (tail_decoded_) {
+        // The ready question sits where this question goes: take it out (the next append restores it; the
+        // ready logits of this version are kept).
+        ctx_.seq_remove(seq_, region2_start, -1);
+        tail_decoded_ = false;
+      }
     } else {
       // The last append could not restore the scaffold: decode it with the question.
       strip_scaffold();

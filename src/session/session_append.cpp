@@ -121,6 +121,7 @@ void SessionAppend::finish() {
   if (kind_ != Kind::kBookkeeping) {
     s.ready_logits_ = std::move(ready_logits_);
     s.scaffold_ready_ = true;
+    s.tail_decoded_ = !s.ready_tail_.empty();
   }
   s.last_record_seq_ = std::max(s.last_record_seq_, last_seq);
   s.append_running_ = false;

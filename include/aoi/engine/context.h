@@ -49,7 +49,8 @@ class Context {
   // decode() mapped to a Status with a message naming the outcome.
   Status decode_or_error(const Batch& batch);
 
-  // Logits of output row `idx` of the last decode, in batch order; -1 is the last. [n_vocab]
+  // Logits of the token at index `idx` of the last decoded batch (it must have asked for logits); -1: the
+  // last token that did. [n_vocab]
   const float* logits(int idx) const;
 
   // Sequence operations (positions are half-open [p0, p1); p1 < 0 means "to the end").

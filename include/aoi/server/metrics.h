@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "aoi/service/service.h"
 
@@ -33,7 +34,7 @@ class Metrics {
   void observe_request(std::string_view route, std::string_view method, int status, double seconds);
   void observe_query(std::string_view path, double seconds);      // session queries: flash/speculative/standard
   void observe_completion(std::string_view api, double seconds);  // stateless: openai/anthropic
-  std::string render(const service::ServiceStats& stats) const;
+  std::string render(const service::ServiceStats& stats, const std::vector<service::SessionSnapshot>& sessions) const;
 
  private:
   mutable std::mutex mu_;

@@ -23,6 +23,7 @@
 #include "aoi/engine/generation.h"
 #include "aoi/engine/model.h"
 #include "aoi/sched/worker.h"
+#include "aoi/service/flash_registry.h"
 #include "aoi/service/session_handle.h"
 #include "aoi/session/session.h"
 #include "aoi/session/session_config.h"
@@ -35,15 +36,21 @@ namespace aoi::service {
 
 class SequencePool;
 
+// How a flash round evaluates its questions (see src/service/flash_task.h).
+enum class FlashStrategy { kForked, kInPlace };
+
 struct ServiceParams {
   engine::ModelParams model;
   engine::ContextParams context;  // n_seq_max is derived from max_sessions and pool_slots
   int max_sessions = 8;
-  int pool_slots = 2;                         // sequences for stateless completions (OpenAI/Anthropic endpoints)
-  int pool_max_tokens = 4096;                 // KV cells each may use (prompt + completion); sessions get the rest
-  size_t ring_capacity = 4096;                // pending records per session before the oldest are dropped
-  int ingest_batch_tokens = 0;                // record tokens per ingestion batch; 0: n_batch minus the scaffold
-  size_t event_history = 256;                 // events kept per session for clients that resume
+  int pool_slots = 2;           // sequences for stateless completions (OpenAI/Anthropic endpoints)
+  int pool_max_tokens = 4096;   // KV cells each may use (prompt + completion); sessions get the rest
+  size_t ring_capacity = 4096;  // pending records per session before the oldest are dropped
+  int ingest_batch_tokens = 0;  // record tokens per ingestion batch; 0: n_batch minus the scaffold
+  size_t event_history = 256;   // events kept per session for clients that resume
+  int max_flash = 16;           // flash queries per session (and scratch sequences for forked rounds)
+  FlashStrategy flash_strategy = FlashStrategy::kForked;
+  int flash_max_lag = 8;                      // versions a flash round may wait for ingestion to catch up
   std::chrono::milliseconds max_wait{60000};  // longest read-your-writes wait a query may ask for
 };
 
@@ -137,6 +144,12 @@ class Service {
   // The tokens a request decodes (chat template applied); the field of any error is "messages" or "prompt".
   Result<std::vector<engine::Token>> prompt_tokens(const GenerateRequest& request) const;
 
+  // Flash queries. add: the question is answered after every data version from now on (and at once for the
+  // current one). Errors: not_found, invalid (question, max_tokens), conflict (registered), overloaded (full).
+  Result<FlashQuery> add_flash(std::string_view id, std::string question, int max_tokens);
+  Result<std::vector<FlashQuery>> list_flash(std::string_view id) const;
+  Status remove_flash(std::string_view id, std::string_view fid);
+
   // Runs fn on the inference thread at the given priority and waits for it (tests, maintenance).
   void run_on_inference_thread(sched::Priority priority, std::function<void()> fn);
 
@@ -150,9 +163,19 @@ class Service {
   friend class QueryTask;
   friend class DeleteTask;
   friend class PoolTask;
+  friend class FlashTask;
 
   explicit Service(ServiceParams params);
   void schedule_ingest(const std::shared_ptr<SessionHandle>& handle);
+  void schedule_flash(const std::shared_ptr<SessionHandle>& handle);
+  // Inference thread, after every completed append: publishes the new version, the ready verdict and the
+  // background cost, and schedules a flash round when ingestion has caught up.
+  void after_append(const std::shared_ptr<SessionHandle>& handle, const session::AppendStats& stats);
+  void publish_ready(SessionHandle& handle);
+  // Inference thread, at the end of a flash round.
+  void finish_flash_round(SessionHandle& handle, double round_ms);
+  // The fast paths, on the caller's thread: a cached flash answer or the ready logits' verdict.
+  std::optional<QueryOutcome> answer_without_inference(SessionHandle& handle, const QueryRequest& request) const;
   // Inference thread: copies the session's state into its handle's snapshot.
   void refresh_snapshot(SessionHandle& handle);
   int ingest_batch_tokens(const session::Session& session) const;
@@ -162,6 +185,7 @@ class Service {
   std::unique_ptr<engine::Context> ctx_;
   std::unique_ptr<session::SessionManager> manager_;  // inference thread only
   std::unique_ptr<SequencePool> pool_;                // inference thread only
+  std::unique_ptr<SequencePool> scratch_;             // forked flash rounds; inference thread only
   std::atomic<int> pool_busy_{0};
   std::unique_ptr<sched::Worker> worker_;
 

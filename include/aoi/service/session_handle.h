@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "aoi/ingest/drop_oldest_ring.h"
 #include "aoi/ingest/record_template.h"
 #include "aoi/service/event_log.h"
+#include "aoi/service/flash_registry.h"
 #include "aoi/session/session_config.h"
 
 namespace aoi::session {
@@ -36,17 +38,6 @@ struct PushResult {
   std::uint64_t first_seq = 0;  // 0 when nothing was accepted
   std::uint64_t last_seq = 0;
   size_t dropped = 0;  // older pending records this push displaced (ring full)
-};
-
-// A registered flash query and its latest answer (version 0: not evaluated yet).
-struct FlashSnapshot {
-  std::string fid;
-  std::string question;
-  int max_tokens = 0;
-  std::string answer;
-  float logit_gap = 0;
-  std::uint64_t version = 0;
-  double eval_ms = 0;
 };
 
 // What GET /v1/sessions/{id} reports: refreshed by the inference thread after each operation, merged with the
@@ -72,7 +63,20 @@ struct SessionSnapshot {
   std::uint64_t tokens_evicted = 0;
   std::uint64_t rebuilds = 0;  // recompute evictions
   double created_unix = 0;
-  std::vector<FlashSnapshot> flash;
+  // Background work per data version (paper §3.9.5): ingestion (+ scaffold) and flash evaluation, against
+  // the observed interval between versions.
+  double ingest_ms = 0;         // last append
+  double flash_ms = 0;          // last flash round (all questions)
+  double data_interval_ms = 0;  // moving average of the time between pushes
+  std::uint64_t flash_rounds = 0;
+};
+
+// The ready logits' verdict for a version: the top token and its gap over the runner-up.
+struct ReadyVerdict {
+  bool valid = false;
+  std::uint64_t version = 0;
+  engine::Token token = engine::kNoToken;
+  float gap = 0;
 };
 
 // Counters updated from any thread.
@@ -87,7 +91,7 @@ struct SessionCounters {
 
 class SessionHandle {
  public:
-  SessionHandle(std::string id, size_t ring_capacity, size_t event_history,
+  SessionHandle(std::string id, size_t ring_capacity, size_t event_history, size_t max_flash,
                 std::unique_ptr<ingest::RecordRenderer> renderer);
 
   const std::string& id() const { return id_; }
@@ -104,9 +108,23 @@ class SessionHandle {
   bool pop(PendingRecord& out) { return ring_.pop(out); }
 
   size_t pending() const { return ring_.size(); }
+  // Smoothed time between pushes (ms; 0 before the second push): the cadence background work must keep up with.
+  double push_interval_ms() const { return push_interval_ms_.load(std::memory_order_relaxed); }
   std::uint64_t last_seq_pushed() const { return last_pushed_.load(std::memory_order_acquire); }
 
   EventLog& events() { return events_; }
+  FlashRegistry& flash() { return flash_; }
+  const FlashRegistry& flash() const { return flash_; }
+
+  // Published by the inference thread after every append, read by query handlers on any thread.
+  std::atomic<std::uint64_t> data_version{0};
+  std::atomic<std::uint64_t> seq_ingested{0};
+  // The ready question (normalized) and its fast-answer words by first token: set at creation, then const.
+  std::string ready_question;
+  std::vector<std::pair<engine::Token, std::string>> ready_vocab;
+  float ready_tau = 2.0f;
+  void set_ready(ReadyVerdict verdict);
+  ReadyVerdict ready() const;
   SessionCounters& counters() { return counters_; }
   const SessionCounters& counters() const { return counters_; }
 
@@ -116,6 +134,8 @@ class SessionHandle {
   // Whether an ingestion task is queued or running for this session (set by the pusher that queues it,
   // cleared by the task when the ring is empty).
   std::atomic<bool> ingest_scheduled{false};
+  // Whether a flash evaluation is queued or running.
+  std::atomic<bool> flash_scheduled{false};
   // The session was deleted: tasks stop, pushes fail.
   std::atomic<bool> deleted{false};
 
@@ -123,17 +143,23 @@ class SessionHandle {
   // renderer that turns records into tokens.
   session::Session* session = nullptr;
   int ops_in_flight = 0;
+  std::uint64_t flash_version = 0;  // the data version of the last flash round
   ingest::RecordRenderer& renderer() { return *renderer_; }
 
  private:
   const std::string id_;
   std::unique_ptr<ingest::RecordRenderer> renderer_;
   std::mutex producer_mu_;
-  std::uint64_t next_seq_ = 1;  // guarded by producer_mu_
+  std::uint64_t next_seq_ = 1;                       // guarded by producer_mu_
+  std::chrono::steady_clock::time_point last_push_;  // guarded by producer_mu_
+  std::atomic<double> push_interval_ms_{0};
   std::atomic<std::uint64_t> last_pushed_{0};
   ingest::DropOldestRing<PendingRecord> ring_;
   EventLog events_;
+  FlashRegistry flash_;
   SessionCounters counters_;
+  mutable std::mutex ready_mu_;
+  ReadyVerdict ready_;  // guarded by ready_mu_
   mutable std::mutex snapshot_mu_;
   SessionSnapshot snapshot_;  // guarded by snapshot_mu_
 };

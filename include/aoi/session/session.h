@@ -4,6 +4,9 @@
 //             [n0, n0+nd)        Region 1: records in arrival order; whole oldest records evicted FIFO
 //             [n0+nd, +ns)       the scaffold, re-decoded after every append; its last logits are the
 //                                "ready logits"
+//             [.., +nt)          with a ready question: that question and its closing ("ready tail"), so
+//                                the ready logits answer it; any other query strips it first (the next
+//                                append decodes it again)
 //             [p, ...)           Region 2: question + answer of one query, removed when it ends
 //
 // Invariant between operations: the primary sequence holds exactly Regions 0 and 1 and (in stateful mode)
@@ -146,9 +149,11 @@ class Session {
   bool primary_busy() const { return primary_busy_; }
   bool append_running() const { return append_running_; }
 
-  // Ready logits: the model's output at the end of the scaffold, refreshed after every append. [n_vocab]
-  // Empty in naive mode.
+  // Ready logits: the model's output at the end of the scaffold (and of the ready question, when the session
+  // has one), refreshed after every append, valid for data_version(). [n_vocab] Empty in naive mode.
   const std::vector<float>& ready_logits() const { return ready_logits_; }
+  // The ready question and its closing, decoded after the scaffold (empty without a ready question).
+  std::span<const Token> ready_tail() const { return ready_tail_; }
 
   // The retained context as tokens (Regions 0-1 and the scaffold): what a full recompute decodes.
   std::vector<Token> context_tokens() const;
@@ -168,6 +173,8 @@ class Session {
   Session(engine::Context& ctx, SeqId seq, SeqId shadow, SessionConfig config);
 
   RetentionLimits retention_limits() const;
+  // What follows Region 1 in the primary: the scaffold and the ready tail.
+  std::vector<Token> after_data() const;
   // Removes the scaffold (and anything after Region 1) from the primary sequence.
   void strip_scaffold();
   // Decodes whatever of Regions 0-1 the primary lacks, then the scaffold, keeping the ready logits.
@@ -181,6 +188,8 @@ class Session {
   std::vector<Token> region0_;
   std::vector<Token> scaffold_;
   std::vector<Token> question_close_;
+  std::vector<Token> ready_tail_;
+  bool tail_decoded_ = false;  // the primary holds the ready tail after the scaffold
   std::deque<TokenizedRecord> records_;
   int n_data_tokens_ = 0;
   int max_data_tokens_ = 0;

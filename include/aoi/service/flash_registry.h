@@ -1,0 +1,65 @@
+// A session's flash queries and their latest answers. Written by HTTP/WebSocket threads (register, remove)
+// and the inference thread (answers), read by query handlers on any thread: a flash hit is served without
+// going near the inference thread. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aoi/common/error.h"
+#include "aoi/engine/generation.h"
+#include "aoi/engine/types.h"
+
+namespace aoi::service {
+
+// Trimmed, inner whitespace collapsed to one space: the form questions are matched in.
+std::string normalize_question(std::string_view question);
+
+struct FlashAnswer {
+  std::string text;
+  std::vector<engine::Token> tokens;
+  engine::FinishReason finish = engine::FinishReason::kNone;
+  float logit_gap = 0;
+  std::uint64_t version = 0;  // 0: not evaluated yet
+  double eval_ms = 0;         // the evaluation round's time per question
+};
+
+struct FlashQuery {
+  std::string fid;
+  std::string question;
+  int max_tokens = 8;
+  FlashAnswer answer;
+};
+
+class FlashRegistry {
+ public:
+  explicit FlashRegistry(size_t max_queries) : max_(max_queries) {}
+
+  // Errors: conflict (the same normalized question is registered), overloaded (full).
+  Result<FlashQuery> add(std::string question, int max_tokens);
+  Status remove(std::string_view fid);
+  std::vector<FlashQuery> list() const;
+  size_t size() const;
+
+  // The answer for this question, when it was computed at `version` and suits a greedy request of up to
+  // max_tokens tokens: the same length cap, or an answer that ended on its own within it.
+  std::optional<FlashQuery> lookup(std::string_view question, std::uint64_t version, int max_tokens) const;
+  // Records an answer (ignored when the query was removed meanwhile).
+  void store(std::string_view fid, FlashAnswer answer);
+
+ private:
+  struct Entry {
+    FlashQuery query;
+    std::string key;  // normalized question
+  };
+  mutable std::mutex mu_;
+  size_t max_;
+  std::vector<Entry> entries_;  // guarded by mu_
+  std::uint64_t next_fid_ = 1;  // guarded by mu_
+};
+
+}  // namespace aoi::service

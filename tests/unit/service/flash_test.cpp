@@ -1,0 +1,262 @@
+// Flash queries and ready-position speculative exit, on the generated test model.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "aoi/service/service.h"
+#include "records.h"
+#include "test_models.h"
+
+namespace aoi::service {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<Service> start(FlashStrategy strategy) {
+  ServiceParams p;
+  p.model.path = test::model_path("test-micro");
+  p.context = {.n_ctx = 16384, .n_batch = 256, .n_ubatch = 256};
+  p.max_sessions = 3;
+  p.pool_max_tokens = 1024;
+  p.flash_strategy = strategy;
+  auto s = Service::start(p);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+session::SessionConfig config(const std::string& id) {
+  session::SessionConfig c;
+  c.id = id;
+  c.system = "You read hourly bars and answer briefly.";
+  c.retention.max_tokens = 1200;
+  c.query_budget = 64;
+  return c;
+}
+
+const std::vector<std::string> kQuestions = {"Is the trend UP or DOWN?", "What was the last close?",
+                                             "Was there a pullback?"};
+
+// Collects flash_ready events.
+struct FlashEvents {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Event> events;
+  void attach(SessionHandle& h) {
+    h.events().subscribe([this](const Event& e) {
+      if (e.type != "flash_ready") return;
+      std::lock_guard lock(mu);
+      events.push_back(e);
+      cv.notify_all();
+    });
+  }
+  // Waits until every registered question has an answer at `version`.
+  bool wait_version(std::uint64_t version, size_t n, std::chrono::seconds limit = 60s) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, limit, [&] {
+      size_t got = 0;
+      for (const auto& e : events) got += e.data["version"].get<std::uint64_t>() == version ? 1 : 0;
+      return got >= n;
+    });
+  }
+};
+
+std::uint64_t push_and_wait(Service& svc, const std::string& id, const std::vector<std::string>& lines) {
+  const auto last = svc.push_text(id, lines)->last_seq;
+  for (int i = 0; i < 6000 && svc.session(id)->last_seq_ingested < last; ++i) std::this_thread::sleep_for(10ms);
+  return svc.session(id)->data_version;
+}
+
+QueryRequest ask(const std::string& q, int max_tokens = 6) {
+  QueryRequest r;
+  r.question = q;
+  r.generation.max_tokens = max_tokens;
+  return r;
+}
+
+class Flash : public ::testing::TestWithParam<FlashStrategy> {};
+
+TEST_P(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
+  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available";
+  auto svc = start(GetParam());
+  ASSERT_TRUE(svc);
+  ASSERT_TRUE(svc->create_session(config("flash")).ok());
+  ASSERT_TRUE(svc->create_session(config("plain")).ok());  // same data, no flash queries
+  FlashEvents events;
+  events.attach(*svc->handle("flash"));
+  for (const auto& q : kQuestions) ASSERT_TRUE(svc->add_flash("flash", q, 6).ok());
+
+  int bar = 0;
+  for (int round = 0; round < 4; ++round) {
+    const auto lines = test::ohlcv_lines(3 + round, 13, bar);
+    bar += static_cast<int>(lines.size());
+    const auto v = push_and_wait(*svc, "flash", lines);
+    push_and_wait(*svc, "plain", lines);
+    ASSERT_TRUE(events.wait_version(v, kQuestions.size())) << "no flash answers for version " << v;
+    for (const auto& q : kQuestions) {
+      auto hit = svc->query("flash", ask(q));
+      ASSERT_TRUE(hit.ok()) << hit.error().message;
+      EXPECT_EQ(hit->path, "flash");
+      EXPECT_EQ(hit->answer.data_version, v);
+      // The standard path on the flash session (a stop string that never occurs keeps it off the cache)
+      // and on the session that never evaluated flash queries give the same tokens.
+      auto standard_request = ask(q);
+      standard_request.generation.stop = {"\x01"};
+      auto standard = svc->query("flash", standard_request);
+      auto plain = svc->query("plain", ask(q));
+      ASSERT_TRUE(standard.ok() && plain.ok());
+      EXPECT_EQ(standard->path, "standard");
+      EXPECT_EQ(hit->answer.tokens, standard->answer.tokens) << q;
+      EXPECT_EQ(hit->answer.tokens, plain->answer.tokens) << q;
+    }
+  }
+  // Other questions, and other lengths, go the standard way.
+  EXPECT_EQ(svc->query("flash", ask("Something else?"))->path, "standard");
+  EXPECT_EQ(svc->query("flash", ask(kQuestions[0], 3))->path, "standard");
+}
+
+TEST_P(Flash, NewDataInvalidatesAnswersAndRoundsCoalesce) {
+  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available";
+  auto svc = start(GetParam());
+  ASSERT_TRUE(svc);
+  auto c = config("s");
+  ASSERT_TRUE(svc->create_session(c).ok());
+  FlashEvents events;
+  events.attach(*svc->handle("s"));
+  ASSERT_TRUE(svc->add_flash("s", kQuestions[0], 4).ok());
+  const auto v1 = push_and_wait(*svc, "s", test::ohlcv_lines(3, 2));
+  ASSERT_TRUE(events.wait_version(v1, 1));
+  EXPECT_EQ(svc->query("s", ask(kQuestions[0], 4))->path, "flash");
+
+  // A read-your-writes query for newer data never gets the old answer.
+  const auto pushed = svc->push_text("s", test::ohlcv_lines(2, 2, 3));
+  auto q = ask(kQuestions[0], 4);
+  q.min_seq = pushed->last_seq;
+  auto fresh = svc->query("s", q);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_GT(fresh->answer.data_version, v1);
+
+  // A burst of data while the inference thread is busy: many versions, few flash rounds, and the last round
+  // answers the newest version.
+  size_t events_before;
+  {
+    std::lock_guard lock(events.mu);
+    events_before = events.events.size();
+  }
+  std::uint64_t last = 0;
+  svc->run_on_inference_thread(sched::Priority::kFlash, [&] {
+    for (int i = 0; i < 12; ++i) last = svc->push_text("s", test::ohlcv_lines(8, 3, 10 + i * 8))->last_seq;
+  });
+  for (int i = 0; i < 6000 && svc->session("s")->last_seq_ingested < last; ++i) std::this_thread::sleep_for(10ms);
+  const auto final_version = svc->session("s")->data_version;
+  ASSERT_TRUE(events.wait_version(final_version, 1));
+  std::lock_guard lock(events.mu);
+  const size_t rounds = events.events.size() - events_before;
+  EXPECT_LT(rounds, final_version - v1) << "a flash round ran for (nearly) every version";
+  EXPECT_EQ(events.events.back().data["version"].get<std::uint64_t>(), final_version);
+}
+
+std::string strategy_name(const ::testing::TestParamInfo<FlashStrategy>& p) {
+  return p.param == FlashStrategy::kForked ? "Forked" : "InPlace";
+}
+INSTANTIATE_TEST_SUITE_P(Strategies, Flash, ::testing::Values(FlashStrategy::kForked, FlashStrategy::kInPlace),
+                         strategy_name);
+
+TEST(FlashRegistry, MatchesNormalizedQuestionsAtTheirVersionOnly) {
+  FlashRegistry r(2);
+  auto a = r.add("  Is the   trend UP?\n", 4);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(r.add("Is the trend UP?", 4).error().type, ErrorType::kConflict);
+  ASSERT_TRUE(r.add("Other?", 4).ok());
+  EXPECT_EQ(r.add("Third?", 4).error().type, ErrorType::kOverloaded);
+  EXPECT_FALSE(r.lookup("Is the trend UP?", 0, 4));  // not evaluated yet
+  r.store(a->fid, FlashAnswer{"UP", {7}, engine::FinishReason::kEndOfGeneration, 3.0f, 5, 1.0});
+  EXPECT_TRUE(r.lookup("is the trend UP?", 5, 4) == std::nullopt);  // case matters
+  EXPECT_TRUE(r.lookup("Is the trend UP?", 5, 4));
+  EXPECT_TRUE(r.lookup("Is  the trend UP? ", 5, 2));  // ended by itself within 2 tokens
+  EXPECT_FALSE(r.lookup("Is the trend UP?", 6, 4));   // a newer version: stale
+  EXPECT_TRUE(r.remove(a->fid).ok());
+  EXPECT_FALSE(r.lookup("Is the trend UP?", 5, 4));
+  EXPECT_EQ(r.remove("nope").error().type, ErrorType::kNotFound);
+}
+
+TEST(Speculative, AnswersOnlyTheReadyQuestionAndOnlyAboveTau) {
+  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available";
+  auto svc = start(FlashStrategy::kForked);
+  ASSERT_TRUE(svc);
+  const std::string ready_question = "Is the trend UP or DOWN?";
+  // A first session tells us what the ready logits say on this data (random weights: some token).
+  auto probe = config("probe");
+  probe.ready = session::ReadyQuestion{ready_question, {"UP"}, 2.0f};
+  ASSERT_TRUE(svc->create_session(probe).ok());
+  const auto lines = test::ohlcv_lines(4, 31);
+  push_and_wait(*svc, "probe", lines);
+  const ReadyVerdict verdict = svc->handle("probe")->ready();
+  ASSERT_TRUE(verdict.valid);
+  const std::string word = svc->model().token_to_piece(verdict.token);
+  ASSERT_FALSE(word.empty());
+
+  // Its top token as a fast-answer word, tau just under the gap: speculative.
+  auto below = config("below");
+  below.ready = session::ReadyQuestion{ready_question, {"NOPE", word}, verdict.gap - 0.01f};
+  ASSERT_TRUE(svc->create_session(below).ok());
+  const auto v = push_and_wait(*svc, "below", lines);
+  auto fast = svc->query("below", ask(ready_question));
+  ASSERT_TRUE(fast.ok());
+  EXPECT_EQ(fast->path, "speculative");
+  EXPECT_EQ(fast->answer.text, word);
+  EXPECT_EQ(fast->answer.data_version, v);
+  EXPECT_NEAR(fast->answer.first_gap, verdict.gap, 1e-3);
+  // The standard path's first token is the same (the ready logits are the standard path's first logits).
+  auto standard_request = ask(ready_question, 1);
+  standard_request.generation.stop = {"\x01"};
+  auto standard = svc->query("below", standard_request);
+  ASSERT_TRUE(standard.ok());
+  EXPECT_EQ(standard->path, "standard");
+  ASSERT_FALSE(standard->answer.tokens.empty());
+  EXPECT_EQ(standard->answer.tokens.front(), verdict.token);
+  // Any other question: never speculative.
+  EXPECT_EQ(svc->query("below", ask("What is the last close?"))->path, "standard");
+
+  // tau just above the gap: not confident enough.
+  auto above = config("above");
+  above.ready = session::ReadyQuestion{ready_question, {word}, verdict.gap + 0.01f};
+  ASSERT_TRUE(svc->delete_session("probe").ok());
+  ASSERT_TRUE(svc->create_session(above).ok());
+  push_and_wait(*svc, "above", lines);
+  EXPECT_EQ(svc->query("above", ask(ready_question))->path, "standard");
+}
+
+}  // namespace
+}  // namespace aoi::service
+
+namespace aoi::service {
+namespace {
+
+TEST(FlashBudget, WarnsWhenBackgroundWorkOutrunsTheData) {
+  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available";
+  auto svc = start(FlashStrategy::kInPlace);
+  ASSERT_TRUE(svc);
+  ASSERT_TRUE(svc->create_session(config("b")).ok());
+  std::atomic<int> warnings{0};
+  svc->handle("b")->events().subscribe([&](const Event& e) {
+    if (e.type == "warning" && e.data.value("type", "") == "budget") warnings++;
+  });
+  for (const auto& q : kQuestions) ASSERT_TRUE(svc->add_flash("b", q, 24).ok());
+  // Pushes every few milliseconds; three 24-token answers per version take far longer.
+  for (int i = 0; i < 40 && warnings.load() == 0; ++i) {
+    ASSERT_TRUE(svc->push_text("b", test::ohlcv_lines(1, 4, i)).ok());
+    std::this_thread::sleep_for(3ms);
+  }
+  for (int i = 0; i < 3000 && warnings.load() == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_GT(warnings.load(), 0);
+  const auto snap = svc->session("b");
+  EXPECT_GT(snap->flash_ms, 0);
+  EXPECT_GT(snap->data_interval_ms, 0);
+  EXPECT_GT(snap->ingest_ms + snap->flash_ms, snap->data_interval_ms);
+}
+
+}  // namespace
+}  // namespace aoi::service
