@@ -24,7 +24,7 @@ void Worker::submit(std::unique_ptr<Task> task) {
       return;
     }
   }
-  task->fail(Error::not_ready("the server is shutting down"));
+  fail_quietly(*task, Error::not_ready("the server is shutting down"));
 }
 
 void Worker::poke() {
@@ -49,7 +49,7 @@ void Worker::shutdown() {
     left = queue_.drain();
   }
   // The worker thread is gone: failing (and destroying) tasks here cannot race a forward pass.
-  for (auto& e : left) e.task->fail(Error::not_ready("the server is shutting down"));
+  for (auto& e : left) fail_quietly(*e.task, Error::not_ready("the server is shutting down"));
 }
 
 std::array<size_t, kPriorityCount> Worker::queue_depths() const {
@@ -57,6 +57,17 @@ std::array<size_t, kPriorityCount> Worker::queue_depths() const {
   std::array<size_t, kPriorityCount> depths{};
   for (int p = 0; p < kPriorityCount; ++p) depths[static_cast<size_t>(p)] = queue_.size(static_cast<Priority>(p));
   return depths;
+}
+
+void Worker::fail_quietly(Task& task, const Error& error) {
+  // A task whose completion throws must not take the inference thread (and the server) down with it.
+  try {
+    task.fail(error);
+  } catch (const std::exception& ex) {
+    spdlog::error("{}: failing it threw: {}", task.name(), ex.what());
+  } catch (...) {
+    spdlog::error("{}: failing it threw", task.name());
+  }
 }
 
 void Worker::loop() {
@@ -79,7 +90,9 @@ void Worker::loop() {
         }
       }
     }
-    for (auto& e : expired) e.task->fail(Error::timeout(std::string(e.task->name()) + " waited past its deadline"));
+    for (auto& e : expired) {
+      fail_quietly(*e.task, Error::timeout(std::string(e.task->name()) + " waited past its deadline"));
+    }
     if (!next.task) continue;
 
     StepOutcome outcome = StepOutcome::kDone;
@@ -87,9 +100,9 @@ void Worker::loop() {
       outcome = next.task->step();
     } catch (const std::exception& ex) {
       spdlog::error("{} failed: {}", next.task->name(), ex.what());
-      next.task->fail(Error::internal(std::string(next.task->name()) + " failed: " + ex.what()));
+      fail_quietly(*next.task, Error::internal(std::string(next.task->name()) + " failed: " + ex.what()));
     } catch (...) {
-      next.task->fail(Error::internal(std::string(next.task->name()) + " failed"));
+      fail_quietly(*next.task, Error::internal(std::string(next.task->name()) + " failed"));
     }
     steps_.fetch_add(1, std::memory_order_relaxed);
     if (outcome == StepOutcome::kDone) next.task.reset();  // outside the lock: destructors release sequences

@@ -60,7 +60,8 @@ Result<std::vector<engine::ChatMessage>> chat_messages(const json* messages, boo
     if (role == "developer" && !anthropic) role = "system";
     const bool allowed = role == "user" || role == "assistant" || (!anthropic && role == "system");
     if (!allowed) return Error::invalid(field + ".role", "unsupported role \"" + role + "\"");
-    auto text = content_text(m.contains("content") ? m["content"] : json(""), field + ".content");
+    if (!m.contains("content") || m["content"].is_null()) return Error::invalid(field + ".content", "is required");
+    auto text = content_text(m["content"], field + ".content");
     if (!text) return text.error();
     out.push_back({role, std::move(text).value()});
   }
@@ -104,8 +105,11 @@ struct Streamed {
 };
 
 net::awaitable<Streamed> start_stream(service::Service& svc, service::GenerateRequest request) {
-  Streamed s{std::make_shared<Mailbox<GenItem>>(co_await net::this_coro::executor),
-             std::make_shared<std::atomic<bool>>(false)};
+  // The executor is fetched on its own: GCC 12 miscompiles a co_await inside braces that build an object.
+  const auto executor = co_await net::this_coro::executor;
+  Streamed s;
+  s.mailbox = std::make_shared<Mailbox<GenItem>>(executor);
+  s.cancelled = std::make_shared<std::atomic<bool>>(false);
   request.cancelled = s.cancelled;
   auto mailbox = s.mailbox;
   svc.generate(
@@ -117,9 +121,15 @@ net::awaitable<Streamed> start_stream(service::Service& svc, service::GenerateRe
   co_return s;
 }
 
-net::awaitable<Result<service::GenerateOutcome>> run_plain(service::Service& svc, service::GenerateRequest request) {
+net::awaitable<Result<service::GenerateOutcome>> run_plain(Call& call, service::GenerateRequest request) {
+  service::Service& svc = call.service;
+  request.cancelled = std::make_shared<std::atomic<bool>>(false);
+  std::optional<DisconnectWatch> watch;
+  watch.emplace(call.stream, request.cancelled);
   auto start = [&svc, request = std::move(request)](auto done) mutable { svc.generate(std::move(request), {}, done); };
-  co_return co_await await_callback<Result<service::GenerateOutcome>>(start);
+  auto result = co_await await_callback<Result<service::GenerateOutcome>>(start);
+  watch.reset();
+  co_return result;
 }
 
 double since(std::chrono::steady_clock::time_point t0) {
@@ -286,7 +296,7 @@ net::awaitable<Outcome> openai_completion(Call& call, bool chat) {
   const OpenAiShape shape{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), call.options.model_name};
 
   if (!stream) {
-    auto out = co_await run_plain(call.service, std::move(req).value());
+    auto out = co_await run_plain(call, std::move(req).value());
     if (!out) co_return Outcome{error_response(call.request, out.error())};
     call.metrics.observe_completion("openai", since(t0));
     co_return Outcome{json_response(call.request, http::status::ok, shape.response(out->result))};
@@ -359,7 +369,7 @@ net::awaitable<Outcome> messages(Call& call) {
   const AnthropicShape shape{random_id("msg_"), call.options.model_name};
 
   if (!stream) {
-    auto out = co_await run_plain(call.service, std::move(req).value());
+    auto out = co_await run_plain(call, std::move(req).value());
     if (!out) co_return Outcome{error_response(call.request, out.error())};
     call.metrics.observe_completion("anthropic", since(t0));
     co_return Outcome{json_response(call.request, http::status::ok, shape.response(out->result))};

@@ -55,6 +55,10 @@ struct Outcome {
 
 using Handler = std::function<net::awaitable<Outcome>(Call&)>;
 
+// The URL-decoded value of `key` in a query string ("a=1&question=Is%20it"), if present.
+std::optional<std::string> query_param(std::string_view query, std::string_view key);
+std::string url_decode(std::string_view s);
+
 Response json_response(const Request& req, http::status status, const nlohmann::json& body);
 Response error_response(const Request& req, const Error& error);
 // JSON text that never throws on invalid UTF-8 (replaced), for bodies and events.
@@ -74,6 +78,20 @@ class SseWriter {
   net::awaitable<bool> write(std::string text);
   beast::tcp_stream& stream_;
   bool ok_ = true;
+};
+
+// While a plain request waits for inference, watches its connection: when the client hangs up, sets
+// `cancelled` so the work stops at its next step. Pipelined bytes are left unread. Cancel the watch (or let
+// the guard go) before using the stream again.
+class DisconnectWatch {
+ public:
+  DisconnectWatch(beast::tcp_stream& stream, std::shared_ptr<std::atomic<bool>> cancelled);
+  ~DisconnectWatch();
+  DisconnectWatch(const DisconnectWatch&) = delete;
+  DisconnectWatch& operator=(const DisconnectWatch&) = delete;
+
+ private:
+  beast::tcp_stream& stream_;
 };
 
 // Route tables filled by each API's file.

@@ -11,6 +11,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -38,6 +40,24 @@ Response json_response(const Request& req, http::status status, const nlohmann::
 
 Response error_response(const Request& req, const Error& error) {
   return json_response(req, static_cast<http::status>(http_status(error.type)), error_body(error));
+}
+
+DisconnectWatch::DisconnectWatch(beast::tcp_stream& stream, std::shared_ptr<std::atomic<bool>> cancelled)
+    : stream_(stream) {
+  auto& socket = stream_.socket();
+  socket.async_wait(net::ip::tcp::socket::wait_read, [&socket, cancelled](boost::system::error_code ec) {
+    if (ec) return;  // cancelled: the request finished first
+    // Readable: either the client hung up (a peek finds nothing) or it pipelined its next request.
+    char byte = 0;
+    boost::system::error_code peek_ec;
+    const size_t n = socket.receive(net::buffer(&byte, 1), net::ip::tcp::socket::message_peek, peek_ec);
+    if (n == 0 || (peek_ec && peek_ec != net::error::would_block)) cancelled->store(true);
+  });
+}
+
+DisconnectWatch::~DisconnectWatch() {
+  boost::system::error_code ec;
+  stream_.socket().cancel(ec);
 }
 
 net::awaitable<bool> SseWriter::write(std::string text) {
@@ -79,8 +99,6 @@ net::awaitable<bool> SseWriter::comment(std::string_view text) {
   co_return co_await write(": " + std::string(text) + "\n\n");
 }
 
-namespace {
-
 std::string url_decode(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -95,6 +113,24 @@ std::string url_decode(std::string_view s) {
   }
   return out;
 }
+
+std::optional<std::string> query_param(std::string_view query, std::string_view key) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == key) {
+      std::string value = eq == std::string_view::npos ? std::string() : std::string(pair.substr(eq + 1));
+      std::replace(value.begin(), value.end(), '+', ' ');  // form encoding
+      return url_decode(value);
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+namespace {
 
 std::vector<std::string_view> split_path(std::string_view path) {
   std::vector<std::string_view> parts;
@@ -198,11 +234,13 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
 
   const Route* found = nullptr;
   bool path_known = false;
+  std::string allow;  // the methods the path has, for a 405
   std::vector<std::string> params;
   for (const auto& route : routes) {
     std::vector<std::string> p;
     if (!match(route.pattern, parts, p)) continue;
     path_known = true;
+    allow += (allow.empty() ? "" : ", ") + std::string(sv(http::to_string(route.method)));
     if (route.method == req.method()) {
       found = &route;
       params = std::move(p);
@@ -211,7 +249,11 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   }
   if (found == nullptr) {
     route_name = "unmatched";
-    if (path_known) co_return Outcome{error_response(req, {ErrorType::kMethodNotAllowed, "method not allowed", ""})};
+    if (path_known) {
+      Response res = error_response(req, {ErrorType::kMethodNotAllowed, "this path takes " + allow, ""});
+      res.set(http::field::allow, allow);
+      co_return Outcome{std::move(res)};
+    }
     co_return Outcome{error_response(req, Error::not_found("no route for " + std::string(path)))};
   }
   route_name = found->pattern;
@@ -264,7 +306,18 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
       stream.expires_after(std::chrono::seconds(5));
       co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
       metrics.observe_request("unparsed", "-", res.result_int(), 0.0);
-      break;
+      // Lingering close: the client may still be sending (a body over the limit). Closing with its bytes
+      // unread would reset the connection and could destroy the response before the client reads it, so
+      // half-close and drain for a moment first.
+      boost::system::error_code drain_ec;
+      stream.socket().shutdown(tcp::socket::shutdown_send, drain_ec);
+      stream.expires_after(std::chrono::seconds(2));
+      std::array<char, 16384> scratch;
+      for (size_t drained = 0; !drain_ec && drained < (8u << 20);) {
+        drained +=
+            co_await stream.async_read_some(net::buffer(scratch), net::redirect_error(net::use_awaitable, drain_ec));
+      }
+      co_return;
     }
     Request req = parser.release();
     stream.expires_never();  // handlers bound their own waits

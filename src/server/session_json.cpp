@@ -1,5 +1,6 @@
 #include "session_json.h"
 
+#include "aoi/engine/model.h"
 #include "json_fields.h"
 
 namespace aoi::server {
@@ -75,9 +76,12 @@ Result<session::SessionConfig> parse_session_config(const nlohmann::json& body) 
     if (!question) return question.error();
     if (!*question || (*question)->empty()) return Error::invalid("ready.question", "a ready question is needed");
     q.question = **question;
+    const json* vocab_value = r.raw("vocab");
+    if (vocab_value == nullptr || !vocab_value->is_array() || vocab_value->empty()) {
+      return Error::invalid("ready.vocab", "must be a non-empty array of fast-answer words");
+    }
     auto vocab = r.strings("vocab", 64);
     if (!vocab) return vocab.error();
-    if (vocab->empty()) return Error::invalid("ready.vocab", "list the fast-answer words");
     q.vocab = *vocab;
     auto tau = r.number("tau", 0.0, 1000.0);
     if (!tau) return tau.error();
@@ -147,7 +151,7 @@ json session_json(const service::SessionSnapshot& s, const service::SessionHandl
         {"evict_fraction", s.evict_fraction}}},
       {"last_seq_pushed", h.last_seq_pushed()},
       {"last_seq_ingested", s.last_seq_ingested},
-      {"pending", h.pending()},
+      {"pending", h.unaccounted()},
       {"records",
        {{"pushed", c.records_pushed.load()},
         {"ingested", c.records_ingested.load()},
@@ -170,14 +174,15 @@ json session_json(const service::SessionSnapshot& s, const service::SessionHandl
 }
 
 json flash_json(const service::FlashQuery& f) {
-  json one = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
-  if (f.answer.version > 0 || !f.answer.tokens.empty() || f.answer.finish != engine::FinishReason::kNone) {
-    one["answer"] = f.answer.text;
-    one["logit_gap"] = f.answer.logit_gap;
-    one["version"] = f.answer.version;
-    one["eval_ms"] = f.answer.eval_ms;
-  }
-  return one;
+  // Not evaluated yet: the answer fields are null.
+  const bool evaluated = f.answer.finish != engine::FinishReason::kNone;
+  return {{"fid", f.fid},
+          {"question", f.question},
+          {"max_tokens", f.max_tokens},
+          {"answer", evaluated ? json(f.answer.text) : json(nullptr)},
+          {"logit_gap", evaluated ? json(f.answer.logit_gap) : json(nullptr)},
+          {"version", evaluated ? json(f.answer.version) : json(nullptr)},
+          {"eval_ms", evaluated ? json(f.answer.eval_ms) : json(nullptr)}};
 }
 
 Result<std::pair<std::string, int>> parse_flash(const json& body) {
@@ -189,6 +194,13 @@ Result<std::pair<std::string, int>> parse_flash(const json& body) {
   if (!max_tokens) return max_tokens.error();
   if (Status st = f.no_unknown_fields(); !st) return st.error();
   return std::make_pair(**question, static_cast<int>(max_tokens->value_or(8)));
+}
+
+json prompt_json(const service::Service::Prompt& p, const engine::Model& model) {
+  return {{"data_version", p.data_version},
+          {"tokens", p.context},
+          {"question_tokens", p.question},
+          {"text", model.detokenize(p.context, /*special=*/true) + model.detokenize(p.question, true)}};
 }
 
 json push_json(const service::PushResult& p) {

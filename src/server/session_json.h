@@ -16,6 +16,7 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, bool& stre
 nlohmann::json session_json(const service::SessionSnapshot& snapshot, const service::SessionHandle& handle);
 nlohmann::json push_json(const service::PushResult& pushed);
 nlohmann::json flash_json(const service::FlashQuery& query);
+nlohmann::json prompt_json(const service::Service::Prompt& prompt, const engine::Model& model);
 // {"question", "max_tokens"?} of a flash registration. Unknown fields are refused.
 Result<std::pair<std::string, int>> parse_flash(const nlohmann::json& body);
 nlohmann::json answer_json(const service::QueryOutcome& outcome);

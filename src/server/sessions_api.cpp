@@ -90,17 +90,22 @@ net::awaitable<Outcome> query(Call& call) {
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
 
   if (!stream) {
+    request.cancelled = std::make_shared<std::atomic<bool>>(false);
+    std::optional<DisconnectWatch> watch;
+    watch.emplace(call.stream, request.cancelled);
     auto start = [&svc, id, request = std::move(request)](auto done) mutable {
       svc.query(id, std::move(request), {}, done);
     };
     auto outcome = co_await await_callback<Result<service::QueryOutcome>>(start);
+    watch.reset();
     if (!outcome) co_return Outcome{error_response(call.request, outcome.error())};
     call.metrics.observe_query(outcome->path, seconds());
     co_return Outcome{json_response(call.request, http::status::ok, answer_json(*outcome))};
   }
 
   // Streamed: text pieces as `token` events, then `done` with the whole answer.
-  auto mailbox = std::make_shared<Mailbox<QueryItem>>(co_await net::this_coro::executor);
+  const auto executor = co_await net::this_coro::executor;  // (not inside the call: see compat_api.cpp)
+  auto mailbox = std::make_shared<Mailbox<QueryItem>>(executor);
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   request.cancelled = cancelled;
   svc.query(
@@ -154,7 +159,8 @@ net::awaitable<Outcome> events(Call& call) {
   }
   SseWriter sse(call.stream);
   if (!co_await sse.start(call.request)) co_return Outcome{std::nullopt, 200};
-  auto mailbox = std::make_shared<Mailbox<service::Event>>(co_await net::this_coro::executor);
+  const auto executor = co_await net::this_coro::executor;
+  auto mailbox = std::make_shared<Mailbox<service::Event>>(executor);
   const auto token = h->events().subscribe([mailbox](const service::Event& e) { mailbox->put(e); }, after);
   bool open = true;
   while (open) {
@@ -173,6 +179,16 @@ net::awaitable<Outcome> events(Call& call) {
   }
   h->events().unsubscribe(token);
   co_return Outcome{std::nullopt, 200};
+}
+
+net::awaitable<Outcome> context(Call& call) {
+  Service& svc = call.service;
+  const std::string id = call.params[0];
+  std::string question = query_param(call.query, "question").value_or("");
+  auto start = [&svc, id, question = std::move(question)](auto done) { svc.prompt(id, question, done); };
+  auto prompt = co_await await_callback<Result<Service::Prompt>>(start);
+  if (!prompt) co_return Outcome{error_response(call.request, prompt.error())};
+  co_return Outcome{json_response(call.request, http::status::ok, prompt_json(*prompt, svc.model()))};
 }
 
 net::awaitable<Outcome> add_flash(Call& call) {
@@ -213,6 +229,7 @@ void add_session_routes(std::vector<Route>& routes) {
   routes.push_back({http::verb::post, "/v1/sessions/{id}/query", query});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/events", events});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/ws", websocket});
+  routes.push_back({http::verb::get, "/v1/sessions/{id}/context", context});
   routes.push_back({http::verb::post, "/v1/sessions/{id}/flash", add_flash});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/flash", list_flash});
   routes.push_back({http::verb::delete_, "/v1/sessions/{id}/flash/{fid}", remove_flash});

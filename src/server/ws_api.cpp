@@ -25,6 +25,7 @@ using Socket = websocket::stream<beast::tcp_stream>;
 
 struct Outbox {
   std::shared_ptr<Mailbox<std::string>> frames;
+  std::shared_ptr<std::atomic<bool>> closed;  // the socket is gone: its queries stop
   void send(const json& frame) const { frames->put(dump(frame)); }
 };
 
@@ -58,6 +59,7 @@ void handle_frame(service::Service& svc, const std::string& id, const std::strin
     bool stream = false;
     auto request = parse_query(body, stream);
     if (!request) return send_error(out, request.error(), ref);
+    request->cancelled = out.closed;
     std::function<void(std::string_view)> on_text;
     if (stream) {
       on_text = [out, ref](std::string_view piece) { out.send(with_ref({{"op", "token"}, {"text", piece}}, ref)); };
@@ -132,7 +134,7 @@ net::awaitable<void> serve_websocket(Call& call) {
   if (ec) co_return;
 
   const auto executor = co_await net::this_coro::executor;
-  Outbox out{std::make_shared<Mailbox<std::string>>(executor)};
+  Outbox out{std::make_shared<Mailbox<std::string>>(executor), std::make_shared<std::atomic<bool>>(false)};
   auto frames = out.frames;
   const auto token = handle->events().subscribe([frames](const service::Event& e) {
     frames->put(dump({{"op", "event"}, {"event", e.type}, {"id", e.id}, {"data", e.data}}));
@@ -151,6 +153,7 @@ net::awaitable<void> serve_websocket(Call& call) {
     handle_frame(call.service, id, beast::buffers_to_string(buffer.data()), out);
   }
   handle->events().unsubscribe(token);
+  out.closed->store(true);
   frames->close();
 }
 

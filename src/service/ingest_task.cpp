@@ -120,7 +120,9 @@ sched::StepOutcome IngestTask::step() {
   const session::AppendStats stats = append_->stats();
   release_append();
   SessionCounters& c = handle_->counters();
-  c.records_ingested.fetch_add(static_cast<std::uint64_t>(stats.records_added));
+  // Ingested: every valid record ingestion took, those the window evicted at once included, so that
+  // pushed = ingested + dropped + rejected (+ pending) and retained = ingested - evicted.
+  c.records_ingested.fetch_add(static_cast<std::uint64_t>(stats.records_added + stats.records_skipped));
   c.tokens_ingested.fetch_add(static_cast<std::uint64_t>(stats.tokens_added));
   service_.after_append(handle_, stats);
   const std::uint64_t dropped_total = c.records_dropped.load();
@@ -132,7 +134,7 @@ sched::StepOutcome IngestTask::step() {
                                              {"dropped", dropped_total - dropped_reported_},
                                              {"dropped_total", dropped_total},
                                              {"rejected_total", c.records_rejected.load()},
-                                             {"pending", handle_->pending()},
+                                             {"pending", handle_->unaccounted()},
                                              {"last_seq", s->last_record_seq()},
                                              {"rebuilt", stats.rebuilt},
                                              {"ingest_ms", stats.decode_ms}});

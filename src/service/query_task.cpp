@@ -39,7 +39,9 @@ bool QueryTask::ready(sched::Clock::time_point) const {
 }
 
 std::optional<sched::Clock::time_point> QueryTask::deadline() const {
-  if (query_) return std::nullopt;
+  // wait_ms bounds the read-your-writes wait only; waiting for the session's turn is not bounded (a client
+  // that gives up cancels).
+  if (query_ || !request_.min_seq) return std::nullopt;
   return submitted_ + request_.wait_timeout;
 }
 

@@ -415,11 +415,6 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
     done(Error::not_found("unknown session: " + std::string(id)));
     return;
   }
-  if (request.min_seq && *request.min_seq > h->last_seq_pushed()) {
-    done(Error::invalid("min_seq", "record " + std::to_string(*request.min_seq) + " has not been pushed (last is " +
-                                       std::to_string(h->last_seq_pushed()) + ")"));
-    return;
-  }
   if (request.wait_timeout > params_.max_wait) request.wait_timeout = params_.max_wait;
   queries_.fetch_add(1, std::memory_order_relaxed);
   const auto t0 = std::chrono::steady_clock::now();
@@ -490,6 +485,31 @@ Result<GenerateOutcome> Service::generate(GenerateRequest request) {
   auto future = promise.get_future();
   generate(std::move(request), {}, [&promise](Result<GenerateOutcome> r) { promise.set_value(std::move(r)); });
   return future.get();
+}
+
+void Service::prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done) {
+  auto h = handle(id);
+  if (!h) {
+    done(Error::not_found("unknown session: " + std::string(id)));
+    return;
+  }
+  auto shared_done = std::make_shared<std::function<void(Result<Prompt>)>>(std::move(done));
+  worker_->submit(std::make_unique<CallTask>(
+      sched::Priority::kSession, "prompt",
+      [h, question = std::move(question), shared_done] {
+        const session::Session* s = h->session;
+        if (s == nullptr) return (*shared_done)(Error::not_found("session " + h->id() + " was deleted"));
+        Prompt p;
+        p.context = s->context_tokens();
+        p.data_version = s->data_version();
+        if (!question.empty()) {
+          auto q = s->question_tokens(question);
+          if (!q) return (*shared_done)(q.error());
+          p.question = std::move(q).value();
+        }
+        (*shared_done)(std::move(p));
+      },
+      [shared_done](const Error& e) { (*shared_done)(e); }));
 }
 
 void Service::run_on_inference_thread(sched::Priority priority, std::function<void()> fn) {

@@ -67,6 +67,13 @@ void SessionHandle::set_snapshot(SessionSnapshot snapshot) {
 
 namespace aoi::service {
 
+std::uint64_t SessionHandle::unaccounted() const {
+  const std::uint64_t done =
+      counters_.records_ingested.load() + counters_.records_dropped.load() + counters_.records_rejected.load();
+  const std::uint64_t pushed = counters_.records_pushed.load();
+  return pushed > done ? pushed - done : 0;
+}
+
 void SessionHandle::set_ready(ReadyVerdict verdict) {
   std::lock_guard lock(ready_mu_);
   ready_ = verdict;

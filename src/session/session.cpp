@@ -36,7 +36,7 @@ Session::~Session() {
 }
 
 Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq, SeqId shadow, SessionConfig config,
-                                                 const PromptLayout& layout, int cell_limit) {
+                                                 const PromptLayout& layout, int cell_limit, int default_cells) {
   const engine::Model& model = ctx.model();
   const auto n_seq = static_cast<SeqId>(ctx.n_seq_max());
   if (seq < 0 || seq >= n_seq || shadow >= n_seq || shadow == seq) return Error::internal("bad sequence ids");
@@ -78,22 +78,28 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq
     return Error::invalid("system", "system text, scaffold and query budget take " + std::to_string(fixed) +
                                         " positions; the context allows " + std::to_string(s->max_position_));
   }
+  // Positions: the model's trained context (and the context's per-sequence limit).
   const int room = s->max_position_ - fixed;
   if (cfg.retention.max_tokens && *cfg.retention.max_tokens > room) {
-    return Error::invalid("retention.max_tokens",
-                          "at most " + std::to_string(room) + " tokens fit beside the system text and query budget");
+    return Error::invalid("retention.max_tokens", "the model's context of " + std::to_string(s->max_position_) +
+                                                      " positions leaves room for at most " + std::to_string(room) +
+                                                      " tokens beside the system text and query budget");
   }
-  // The KV cells left for this session bound the window too (twice the window with a rebuild sequence):
-  // an explicit window must fit, a default one shrinks to fit.
+  // KV cells (twice the window with a rebuild sequence): an explicit window must fit in what is free; a
+  // default one takes what fits in its fair share of the cache, so that the next session still fits.
   const int copies = shadow >= 0 ? 2 : 1;
   const int after = s->n_scaffold() + static_cast<int>(s->ready_tail_.size());
-  const int cells_room = (cell_limit - fixed - (copies - 1) * after) / copies;
-  if (cfg.retention.max_tokens ? *cfg.retention.max_tokens > cells_room : cells_room < 1) {
+  auto window_in = [&](int cells) { return (cells - fixed - (copies - 1) * after) / copies; };
+  const int free_room = window_in(cell_limit);
+  if (cfg.retention.max_tokens ? *cfg.retention.max_tokens > free_room : free_room < 1) {
     const int want = fixed + copies * (cfg.retention.max_tokens.value_or(1) + after) - after;
-    return Error::overloaded("the session needs " + std::to_string(want) + " KV cells; " +
-                             std::to_string(std::max(cell_limit, 0)) + " are free");
+    std::string message = "the session needs " + std::to_string(want) + " KV cells; " +
+                          std::to_string(std::max(cell_limit, 0)) + " are free";
+    if (free_room >= 1) message += " (a window of at most " + std::to_string(free_room) + " tokens fits)";
+    return Error::overloaded(message);
   }
-  s->max_data_tokens_ = cfg.retention.max_tokens.value_or(std::min(room, cells_room));
+  s->max_data_tokens_ =
+      cfg.retention.max_tokens.value_or(std::min({room, free_room, std::max(1, window_in(default_cells))}));
 
   if (cfg.mode == SessionMode::kStateful) {
     ctx.seq_remove(seq, 0, -1);
@@ -166,6 +172,7 @@ Result<std::unique_ptr<SessionAppend>> Session::begin_append(std::vector<Tokeniz
 
   AppendStats stats;
   stats.records_evicted = static_cast<int>(plan.drop_incoming + n_evict_old);
+  stats.records_skipped = static_cast<int>(plan.drop_incoming);
   for (size_t i = 0; i < plan.drop_incoming; ++i) stats.tokens_evicted += new_sizes[i];
   int evicted_old_tokens = 0;
   for (size_t i = 0; i < n_evict_old; ++i) evicted_old_tokens += old_sizes[i];
@@ -214,8 +221,6 @@ Result<std::unique_ptr<SessionAppend>> Session::begin_append(std::vector<Tokeniz
     // Shift eviction: drop the oldest records' cells and slide the rest down; positions stay contiguous.
     records_.erase(records_.begin(), records_.begin() + static_cast<long>(n_evict_old));
     n_data_tokens_ -= evicted_old_tokens;
-    records_evicted_ += n_evict_old;
-    tokens_evicted_ += static_cast<std::uint64_t>(evicted_old_tokens);
     const Pos p0 = n_region0();
     ctx_.seq_remove(seq_, p0, p0 + evicted_old_tokens);
     ctx_.seq_shift(seq_, p0 + evicted_old_tokens, -1, -evicted_old_tokens);

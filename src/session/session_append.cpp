@@ -85,8 +85,6 @@ void SessionAppend::finish() {
         s.n_data_tokens_ -= static_cast<int>(s.records_.front().tokens.size());
         s.records_.pop_front();
       }
-      s.records_evicted_ += static_cast<std::uint64_t>(stats_.records_evicted);
-      s.tokens_evicted_ += static_cast<std::uint64_t>(stats_.tokens_evicted);
       [[fallthrough]];
     case Kind::kInPlace:
       for (auto& r : window_) {
@@ -101,8 +99,6 @@ void SessionAppend::finish() {
       // The rebuilt sequence becomes the primary; the old one's cells are freed.
       s.ctx_.seq_remove(s.seq_, 0, -1);
       std::swap(s.seq_, s.shadow_);
-      s.records_evicted_ += static_cast<std::uint64_t>(stats_.records_evicted);
-      s.tokens_evicted_ += static_cast<std::uint64_t>(stats_.tokens_evicted);
       // Records that were already retained are not "added"; the batch's records are.
       const std::uint64_t first_new = s.last_record_seq_;
       s.records_.clear();
@@ -123,6 +119,9 @@ void SessionAppend::finish() {
     s.scaffold_ready_ = true;
     s.tail_decoded_ = !s.ready_tail_.empty();
   }
+  // Everything the batch evicted: old records, and records of the batch that never fitted.
+  s.records_evicted_ += static_cast<std::uint64_t>(stats_.records_evicted);
+  s.tokens_evicted_ += static_cast<std::uint64_t>(stats_.tokens_evicted);
   s.last_record_seq_ = std::max(s.last_record_seq_, last_seq);
   s.append_running_ = false;
   ++s.version_;
@@ -144,8 +143,12 @@ void SessionAppend::roll_back() {
       s.ctx_.seq_remove(s.seq_, start_, -1);
       (void)s.decode_scaffold();
       s.primary_busy_ = false;
-      // Shift eviction has already changed the retained context.
-      if (evict_old_ > 0) ++s.version_;
+      // Shift eviction has already changed the retained context: those records are gone.
+      if (evict_old_ > 0) {
+        ++s.version_;
+        s.records_evicted_ += evict_old_;
+        s.tokens_evicted_ += static_cast<std::uint64_t>(stats_.tokens_evicted);
+      }
       break;
   }
   s.append_running_ = false;

@@ -58,7 +58,8 @@ Result<Session*> SessionManager::create(SessionConfig config) {
     release();
     return Error::overloaded("no free sequence for another session");
   }
-  auto session = Session::create(ctx_, seq, shadow, std::move(config), layout_, cell_budget_ - cells_reserved());
+  auto session = Session::create(ctx_, seq, shadow, std::move(config), layout_, cell_budget_ - cells_reserved(),
+                                 cell_budget_ / std::max(1, max_sessions_));
   if (!session) {
     release();
     return session.error();

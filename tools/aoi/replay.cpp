@@ -113,8 +113,8 @@ Result<ModeRun> run_mode(engine::Model& model, const ReplayOptions& o, session::
     run.ingest_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     run.tokens_ingested += static_cast<std::uint64_t>(stats->tokens_decoded);
     const int context = s.query_pos();
-    spdlog::debug("{}: append of {} tokens at {} in {:.0f} ms", session::session_mode_name(mode),
-                  stats->tokens_decoded, context, stats->decode_ms);
+    spdlog::debug("{}: append of {} tokens at {} in {:.0f} ms", session::session_mode_name(mode), stats->tokens_decoded,
+                  context, stats->decode_ms);
     if (context < checkpoints[next_checkpoint]) continue;
     for (const auto& question : o.questions) {
       session::QueryParams q;
@@ -175,7 +175,8 @@ int run_replay(const ReplayOptions& o) {
     runs[mode] = std::move(run).value();
   }
 
-  const ModeRun* stateful = runs.count(session::SessionMode::kStateful) ? &runs[session::SessionMode::kStateful] : nullptr;
+  const ModeRun* stateful =
+      runs.count(session::SessionMode::kStateful) ? &runs[session::SessionMode::kStateful] : nullptr;
   const ModeRun* naive = runs.count(session::SessionMode::kNaive) ? &runs[session::SessionMode::kNaive] : nullptr;
   const ModeRun& any = stateful ? *stateful : *naive;
   std::printf("\n| context tokens | records | question | stateful ms | naive ms | speedup | same answer | answer |\n");
@@ -189,8 +190,8 @@ int run_replay(const ReplayOptions& o) {
     if (mn) std::snprintf(n_ms, sizeof(n_ms), "%.0f", mn->ms);
     if (ms && mn) std::snprintf(speed, sizeof(speed), "%.1fx", mn->ms / ms->ms);
     const char* same = (ms && mn) ? (ms->tokens == mn->tokens ? "yes" : "no") : "-";
-    std::printf("| %d | %d | %s | %s | %s | %s | %s | %s |\n", m.context_tokens, m.records, one_line(m.question).c_str(),
-                s_ms, n_ms, speed, same, one_line(m.answer).c_str());
+    std::printf("| %d | %d | %s | %s | %s | %s | %s | %s |\n", m.context_tokens, m.records,
+                one_line(m.question).c_str(), s_ms, n_ms, speed, same, one_line(m.answer).c_str());
   }
   if (!o.csv.empty()) {
     std::ofstream out(o.csv);

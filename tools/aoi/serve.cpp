@@ -57,13 +57,22 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--io-threads", o.io_threads, "HTTP threads")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--ring-capacity", o.ring_capacity, "pending records per session before the oldest drop")
       ->capture_default_str();
+  app.add_option("--max-flash", o.max_flash, "flash queries per session")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+  app.add_option("--flash-strategy", o.flash_strategy, "how flash rounds run: forked (batched) or in-place")
+      ->check(CLI::IsMember({"forked", "in-place"}))
+      ->capture_default_str();
 }
 
 int run_serve(const ServeOptions& o) {
   // Signals are taken by sigwait below, not by whichever thread they land on.
+  // An inherited SIGINT that is ignored (a background job of a non-interactive shell) stays ignored.
   sigset_t signals;
   sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
+  struct sigaction old_int {};
+  sigaction(SIGINT, nullptr, &old_int);
+  if (old_int.sa_handler != SIG_IGN) sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
@@ -105,8 +114,12 @@ int run_serve(const ServeOptions& o) {
                                                    : engine::FlashAttn::kOff;
   sp.max_sessions = o.max_sessions;
   sp.pool_slots = o.pool_slots;
-  sp.pool_max_tokens = std::min(o.pool_max_tokens, o.ctx_size / 2);
+  // The completion pool takes at most half of the cache; sessions get the rest.
+  sp.pool_max_tokens = std::min(o.pool_max_tokens, o.ctx_size / (2 * std::max(1, o.pool_slots)));
   sp.ring_capacity = o.ring_capacity;
+  sp.max_flash = o.max_flash;
+  sp.flash_strategy =
+      o.flash_strategy == "in-place" ? service::FlashStrategy::kInPlace : service::FlashStrategy::kForked;
   auto service = service::Service::start(sp);
   if (!service) {
     spdlog::error("{}", service.error().message);

@@ -26,6 +26,8 @@ struct ServeOptions {
   int pool_max_tokens = 4096;
   int io_threads = 2;
   std::size_t ring_capacity = 4096;
+  int max_flash = 16;
+  std::string flash_strategy = "forked";
 };
 
 void add_serve_options(CLI::App& app, ServeOptions& o);

@@ -38,6 +38,7 @@ class Worker {
 
  private:
   void loop();
+  static void fail_quietly(Task& task, const Error& error);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

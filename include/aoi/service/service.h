@@ -57,7 +57,8 @@ struct ServiceParams {
 struct QueryRequest {
   std::string question;
   engine::GenerationParams generation;
-  // Read-your-writes: answer only once ingestion has covered this record sequence number.
+  // Read-your-writes: answer only once ingestion has covered this record sequence number (which may not have
+  // been pushed yet: a push on another connection can race the query).
   std::optional<std::uint64_t> min_seq;
   std::chrono::milliseconds wait_timeout{10000};
   // Set by the caller when the client went away: the query stops at its next step.
@@ -149,6 +150,15 @@ class Service {
   Result<FlashQuery> add_flash(std::string_view id, std::string question, int max_tokens);
   Result<std::vector<FlashQuery>> list_flash(std::string_view id) const;
   Status remove_flash(std::string_view id, std::string_view fid);
+
+  // What a full recompute of this session decodes: Regions 0-1 and the scaffold, then the question's tokens
+  // (question + closing; empty question: none). For comparisons with other servers fed the same tokens.
+  struct Prompt {
+    std::vector<engine::Token> context;
+    std::vector<engine::Token> question;
+    std::uint64_t data_version = 0;
+  };
+  void prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done);
 
   // Runs fn on the inference thread at the given priority and waits for it (tests, maintenance).
   void run_on_inference_thread(sched::Priority priority, std::function<void()> fn);

@@ -107,7 +107,9 @@ class SessionHandle {
   // Consumer side, inference thread only.
   bool pop(PendingRecord& out) { return ring_.pop(out); }
 
-  size_t pending() const { return ring_.size(); }
+  size_t pending() const { return ring_.size(); }  // in the ring
+  // Pushed and not yet ingested, dropped or rejected: the ring plus the batch being ingested.
+  std::uint64_t unaccounted() const;
   // Smoothed time between pushes (ms; 0 before the second push): the cadence background work must keep up with.
   double push_interval_ms() const { return push_interval_ms_.load(std::memory_order_relaxed); }
   std::uint64_t last_seq_pushed() const { return last_pushed_.load(std::memory_order_acquire); }

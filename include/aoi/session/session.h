@@ -56,6 +56,7 @@ struct AppendStats {
   int records_added = 0;
   int tokens_added = 0;
   int records_evicted = 0;  // old records, and any of this batch that did not fit the window
+  int records_skipped = 0;  // of those, records of this batch evicted at once (never decoded)
   int tokens_evicted = 0;
   int tokens_decoded = 0;  // forward-pass tokens (records, scaffold, and a rebuilt window)
   bool rebuilt = false;    // the window was re-decoded (recompute eviction)
@@ -94,10 +95,11 @@ class Session {
  public:
   // Decodes Region 0 (and the scaffold, in stateful mode) on `seq`, which must be empty. `shadow` is the
   // second sequence recompute eviction rebuilds on (-1: none; then the session falls back to shift
-  // eviction). cell_limit: the KV cells the session may reserve; without an explicit retention.max_tokens
-  // the window is sized to fit it.
+  // eviction). cell_limit: the KV cells free for the session; an explicit retention.max_tokens must fit in
+  // them. Without one the window is sized to fit default_cells (a fair share of the cache) and cell_limit.
   static Result<std::unique_ptr<Session>> create(engine::Context& ctx, SeqId seq, SeqId shadow, SessionConfig config,
-                                                 const PromptLayout& layout, int cell_limit = INT32_MAX);
+                                                 const PromptLayout& layout, int cell_limit = INT32_MAX,
+                                                 int default_cells = INT32_MAX);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

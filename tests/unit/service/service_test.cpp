@@ -105,14 +105,23 @@ TEST(Service, ReadYourWritesWaitsAndTimesOut) {
   QueryRequest q;
   q.question = "Trend?";
   q.generation.max_tokens = 2;
-  q.min_seq = 5;  // not pushed yet
+  q.min_seq = 5;  // not pushed yet: the query waits for it (a push may be racing on another connection)
+  q.wait_timeout = 100ms;
   auto early = svc->query("a", q);
   ASSERT_FALSE(early.ok());
-  EXPECT_EQ(early.error().field, "min_seq");
+  EXPECT_EQ(early.error().type, ErrorType::kTimeout);
+  q.wait_timeout = 30s;
+  auto waiting = std::async(std::launch::async, [&] { return svc->query("a", q); });
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(svc->push_text("a", test::ohlcv_lines(5, 2, 100)).ok());
+  auto raced = waiting.get();
+  ASSERT_TRUE(raced.ok()) << raced.error().message;
+  EXPECT_GE(svc->session("a")->last_seq_ingested, 5u);
 
   // Each push is answered at once; the query that names the last record sees a version that includes it.
   std::uint64_t last = 0;
   for (int i = 0; i < 5; ++i) last = svc->push_text("a", test::ohlcv_lines(4, 2, i * 4))->last_seq;
+  ASSERT_EQ(last, 25u);
   q.min_seq = last;
   auto answer = svc->query("a", q);
   ASSERT_TRUE(answer.ok()) << answer.error().message;
@@ -396,6 +405,31 @@ TEST(Service, StatelessCompletionsShareTheModelWithSessions) {
   q.generation.max_tokens = 2;
   EXPECT_TRUE(svc->query("a", q).ok());
   EXPECT_EQ(svc->stats().pool_busy, 0);
+}
+
+}  // namespace
+}  // namespace aoi::service
+
+namespace aoi::service {
+namespace {
+
+TEST(Service, AccountingAddsUpThroughEviction) {
+  AOI_SERVICE(svc);
+  auto c = config("a");
+  c.retention = {};
+  c.retention.max_records = 4;
+  ASSERT_TRUE(svc->create_session(c).ok());
+  std::uint64_t last = 0;
+  for (int i = 0; i < 4; ++i) last = svc->push_text("a", test::ohlcv_lines(5, 6, i * 5))->last_seq;
+  ASSERT_TRUE(wait_ingested(*svc, "a", last));
+  const auto snap = svc->session("a");
+  const auto& c2 = svc->handle("a")->counters();
+  EXPECT_EQ(c2.records_pushed.load(), 20u);
+  EXPECT_EQ(c2.records_pushed.load(),
+            c2.records_ingested.load() + c2.records_dropped.load() + c2.records_rejected.load());
+  EXPECT_EQ(static_cast<std::uint64_t>(snap->records), c2.records_ingested.load() - snap->records_evicted);
+  EXPECT_EQ(snap->records, 4);
+  EXPECT_EQ(svc->handle("a")->unaccounted(), 0u);
 }
 
 }  // namespace
