@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "client.h"
 #include "replay.h"
 #include "serve.h"
 
@@ -41,10 +42,35 @@ int main(int argc, char** argv) {
   CLI::App* sv = app.add_subcommand("serve", "run the HTTP server");
   aoi::cli::add_serve_options(*sv, serve);
 
+  aoi::cli::PushOptions push;
+  CLI::App* pu = app.add_subcommand("push", "send records to a session, one per line from stdin or a file");
+  aoi::cli::add_push_options(*pu, push);
+  aoi::cli::AskOptions ask;
+  CLI::App* as = app.add_subcommand("ask", "ask a session a question");
+  aoi::cli::add_ask_options(*as, ask);
+  aoi::cli::WatchOptions watch;
+  CLI::App* wa = app.add_subcommand("watch", "print a session's events as they happen");
+  aoi::cli::add_watch_options(*wa, watch);
+  aoi::cli::SessionsOptions sessions;
+  CLI::App* ss = app.add_subcommand("sessions", "list the server's sessions");
+  aoi::cli::add_sessions_options(*ss, sessions);
+  aoi::cli::CreateOptions create;
+  CLI::App* cr = app.add_subcommand("create", "create a session (and register its flash questions)");
+  aoi::cli::add_create_options(*cr, create);
+  aoi::cli::FeedOptions feed;
+  CLI::App* fe = app.add_subcommand("feed", "print a synthetic data stream (OHLCV bars) to pipe into push");
+  aoi::cli::add_feed_options(*fe, feed);
+
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
 
   if (sv->parsed()) return aoi::cli::run_serve(serve);
+  if (pu->parsed()) return aoi::cli::run_push(push);
+  if (as->parsed()) return aoi::cli::run_ask(ask);
+  if (wa->parsed()) return aoi::cli::run_watch(watch);
+  if (ss->parsed()) return aoi::cli::run_sessions(sessions);
+  if (cr->parsed()) return aoi::cli::run_create(create);
+  if (fe->parsed()) return aoi::cli::run_feed(feed);
   if (rp->parsed()) {
     replay.eviction =
         eviction == "shift" ? aoi::session::EvictionPolicy::kShift : aoi::session::EvictionPolicy::kRecompute;
