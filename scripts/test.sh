@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test. Installs what is missing, builds with warnings as errors, runs CTest; then rebuilds with
-# AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer (each its own build directory, so
-# llama.cpp's library is built once per directory) and runs the suites each is for.
+# Runs every test. Installs what is missing, builds with warnings as errors, runs CTest (unit and integration
+# suites), runs the streaming benchmark's quick preset as a smoke test; then rebuilds with AddressSanitizer +
+# UndefinedBehaviorSanitizer and with ThreadSanitizer (each its own build directory, so llama.cpp's library is
+# built once per directory) and runs the suites each is for.
 #
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    the release build's tests only
@@ -17,6 +18,10 @@ scripts/build.sh build
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 [ "${1:-}" = "--quick" ] && exit 0
+
+echo "== streaming benchmark, quick preset (smoke test: it completes and aoi agrees with naive; no timings checked)"
+cmake --build build -j"$jobs" --target llama-server aoi-bench-streaming >/dev/null
+bench/streaming/run.sh --preset quick --skip-build --out build/bench-quick
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
 AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF

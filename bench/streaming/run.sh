@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The streaming benchmark in one command: aoi (stateful), aoi (naive, recompute per question) and llama.cpp's
+# llama-server (prompt cache on, one slot; with and without --cache-reuse) on the same model and threads,
+# fed the same bars; an append-only scenario and a sliding-window one. Tables on stdout; CSV, JSON and PNG
+# plots in the output folder.
+#
+#   bench/streaming/run.sh [--preset quick|paper] [--model PATH] [--threads N] [--out DIR]
+#                          [--other NAME=URL] [--naive-every N] [--skip-build]
+#
+#   quick  a tiny generated model, short streams (CI smoke test: completes, aoi agrees with naive)
+#   paper  the paper's sizes: 100 bars, then 15 x 55 bars; window 300 bars (smollm2-135m shape by default)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+preset=quick model="" threads=$(nproc) out="" other="" naive_every="" skip_build=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --preset) preset=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --other) other=$2; shift 2 ;;
+    --naive-every) naive_every=$2; shift 2 ;;
+    --skip-build) skip_build=1; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+case "$preset" in
+  quick)  # ~80 bars at most, ~35 tokens each
+    initial=20 per=10 iterations=6 window=40 max_tokens=4 every=${naive_every:-1} ctx=4096
+    default_model=build/models/test-micro.gguf ;;
+  paper)  # 925 bars at most: ~33K tokens with Llama 3's tokenizer
+    initial=100 per=55 iterations=15 window=300 max_tokens=8 every=${naive_every:-1} ctx=34816
+    default_model=models/smollm2-135m-q8_0.gguf ;;
+  *) echo "presets: quick, paper" >&2; exit 2 ;;
+esac
+model=${model:-$default_model}
+out=${out:-bench-out/$preset}
+
+if [ "$skip_build" = 0 ]; then
+  scripts/setup.sh
+  scripts/build.sh build
+  cmake --build build -j"$(nproc)" --target llama-server aoi-bench-streaming >/dev/null
+fi
+if [ ! -f "$model" ]; then
+  case "$model" in
+    build/models/test-micro.gguf) build/tools/aoi-gen-model --shape test-micro --type f16 -o "$model" ;;
+    models/smollm2-135m-q8_0.gguf) build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$model" ;;
+    *) echo "no model at $model" >&2; exit 2 ;;
+  esac
+fi
+mkdir -p "$out"
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+              echo $((20000 + RANDOM % 20000)); }
+wait_ready() {  # url log
+  for _ in $(seq 1 600); do
+    curl -sf "$1/health" >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "server at $1 did not become ready; its log:" >&2; tail -20 "$2" >&2; exit 1
+}
+
+# aoi: stateful and naive in separate processes, so a naive recompute never attends over the stateful
+# session's cells. Contexts hold the whole stream (and the rebuild sequence of recompute eviction).
+start_aoi() {  # name cells
+  local port; port=$(free_port)
+  build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size "$2" --max-sessions 1 \
+    --pool-slots 1 --pool-max-tokens 256 >"$out/$1.log" 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$port" "$out/$1.log"
+  echo "http://127.0.0.1:$port"
+}
+start_llama() {  # name [extra args]
+  local name=$1; shift
+  local port; port=$(free_port)
+  build/bin/llama-server -m "$model" --port "$port" -t "$threads" -c "$ctx" -np 1 -b 512 -ub 512 "$@" \
+    >"$out/$name.log" 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$port" "$out/$name.log"
+  echo "http://127.0.0.1:$port"
+}
+
+echo "== streaming benchmark, preset $preset: $model, $threads threads, output in $out"
+# Sessions hold ctx tokens of bars (twice that with recompute eviction's rebuild sequence).
+aoi_url=$(start_aoi aoi $((2 * ctx + 2048)))
+naive_url=$(start_aoi aoi-naive $((ctx + 2048)))
+shift_url=$(start_aoi aoi-shift $((ctx + 2048)))
+llama_url=$(start_llama llama-server)
+reuse_url=$(start_llama llama-server-reuse --cache-reuse 256)
+systems=(--system "aoi=aoi:$aoi_url" --system "aoi-naive=aoi-naive:$naive_url@$every"
+         --system "llama-server=llama:$llama_url" --system "llama-server-reuse=llama:$reuse_url")
+[ -n "$other" ] && systems+=(--system "${other%%=*}=openai:${other#*=}")
+
+common=(--initial-bars "$initial" --bars-per-iteration "$per" --iterations "$iterations" --max-tokens "$max_tokens"
+        --retention-tokens "$((ctx - 512))" --out "$out" --require-agreement)
+status=0
+build/bench/aoi-bench-streaming --label append-only "${common[@]}" "${systems[@]}" | tee "$out/append-only.md" ||
+  status=$?
+echo
+build/bench/aoi-bench-streaming --label sliding-window --window "$window" "${common[@]}" "${systems[@]}" \
+  --system "aoi-shift=aoi-shift:$shift_url" | tee "$out/sliding-window.md" || status=$?
+[ "$status" = 3 ] && echo "== aoi and aoi-naive answered differently (see above)" >&2
+echo "== done: $out"
+exit "$status"
