@@ -14,13 +14,17 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <thread>
+
+#include <sys/socket.h>
 
 #include "aoi/server/http_error.h"
 #include "aoi/server/metrics.h"
 #include "aoi/service/service.h"
 #include "http.h"
+#include "sse_stream.h"
 
 namespace aoi::server {
 
@@ -42,17 +46,30 @@ Response error_response(const Request& req, const Error& error) {
   return json_response(req, static_cast<http::status>(http_status(error.type)), error_body(error));
 }
 
+namespace {
+
+// Sets `cancelled` when the client hangs up. The peek never blocks: a readiness edge can be stale (its bytes
+// already taken by a speculative read of the request), and a blocking peek would then hold the connection's
+// strand, and the answer behind it, until the client sent something more.
+void watch_for_hangup(tcp::socket& socket, std::shared_ptr<std::atomic<bool>> cancelled) {
+  socket.async_wait(tcp::socket::wait_read, [&socket, cancelled](boost::system::error_code ec) {
+    if (ec) return;  // cancelled: the request finished first
+    char byte = 0;
+    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return;  // the client pipelined its next request: it is still there
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      watch_for_hangup(socket, std::move(cancelled));  // a stale edge: nothing to read yet
+      return;
+    }
+    cancelled->store(true);  // an orderly close (0) or a reset
+  });
+}
+
+}  // namespace
+
 DisconnectWatch::DisconnectWatch(beast::tcp_stream& stream, std::shared_ptr<std::atomic<bool>> cancelled)
     : stream_(stream) {
-  auto& socket = stream_.socket();
-  socket.async_wait(net::ip::tcp::socket::wait_read, [&socket, cancelled](boost::system::error_code ec) {
-    if (ec) return;  // cancelled: the request finished first
-    // Readable: either the client hung up (a peek finds nothing) or it pipelined its next request.
-    char byte = 0;
-    boost::system::error_code peek_ec;
-    const size_t n = socket.receive(net::buffer(&byte, 1), net::ip::tcp::socket::message_peek, peek_ec);
-    if (n == 0 || (peek_ec && peek_ec != net::error::would_block)) cancelled->store(true);
-  });
+  watch_for_hangup(stream_.socket(), std::move(cancelled));
 }
 
 DisconnectWatch::~DisconnectWatch() {
@@ -93,6 +110,21 @@ net::awaitable<bool> SseWriter::data(std::string_view data) {
   text += data;
   text += "\n\n";
   co_return co_await write(std::move(text));
+}
+
+net::awaitable<bool> write_frames(SseWriter& sse, const std::vector<SseFrame>& frames) {
+  for (const auto& f : frames) {
+    bool ok = false;
+    if (f.event.empty() && f.data.empty()) {
+      ok = co_await sse.comment("ping");
+    } else if (f.event.empty()) {
+      ok = co_await sse.data(f.data);
+    } else {
+      ok = co_await sse.event(f.event, f.data);
+    }
+    if (!ok) co_return false;
+  }
+  co_return true;
 }
 
 net::awaitable<bool> SseWriter::comment(std::string_view text) {
