@@ -209,6 +209,25 @@ export async function deleteSessions(server, pred = () => true) {
 
 // ---- HTTP ----------------------------------------------------------------------------------------------
 
+// What the server was doing, for a request that got no answer: its queues, its sessions and its log.
+async function serverState(server) {
+  if (!server.alive) return `the server exited: ${JSON.stringify(server.exit)}\n${server.logs().slice(-4000)}`;
+  const probe = async (p) => {
+    try {
+      const r = await fetch(server.url + p, {
+        headers: server.apiKey ? { authorization: `Bearer ${server.apiKey}` } : {},
+        signal: AbortSignal.timeout(5_000),
+      });
+      return await r.text();
+    } catch (err) {
+      return `(${p} failed: ${err.message})`;
+    }
+  };
+  const metrics = (await probe('/metrics')).split('\n').filter((l) => /^aoi_(queue|inference_steps|kv|sessions|http_requests)/.test(l));
+  return `metrics:\n${metrics.join('\n')}\nsessions: ${await probe('/v1/sessions')}\n` +
+    `log:\n${server.logs().slice(-3000)}`;
+}
+
 // One request. opts: { json, body (string|Buffer), headers, key (API key; false for none), timeout, signal }.
 // Returns { status, headers, text, body } where body is the parsed JSON or undefined.
 export async function http(server, method, urlPath, opts = {}) {
@@ -222,12 +241,19 @@ export async function http(server, method, urlPath, opts = {}) {
   }
   const key = opts.key === undefined ? server.apiKey : opts.key;
   if (key) headers.authorization = `Bearer ${key}`;
-  const res = await fetch(server.url + urlPath, {
-    method,
-    headers,
-    body,
-    signal: opts.signal ?? AbortSignal.timeout(opts.timeout ?? REQUEST_TIMEOUT_MS),
-  });
+  let res;
+  try {
+    res = await fetch(server.url + urlPath, {
+      method,
+      headers,
+      body,
+      signal: opts.signal ?? AbortSignal.timeout(opts.timeout ?? REQUEST_TIMEOUT_MS),
+    });
+  } catch (err) {
+    if (opts.signal || err?.name !== 'TimeoutError') throw err;
+    throw new Error(`${method} ${urlPath} got no answer within ${opts.timeout ?? REQUEST_TIMEOUT_MS} ms\n` +
+      await serverState(server));
+  }
   const text = await res.text();
   let parsed;
   try {
