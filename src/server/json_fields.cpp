@@ -1,5 +1,7 @@
 #include "json_fields.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace aoi::server {
@@ -63,7 +65,7 @@ Result<std::optional<double>> Fields::number(std::string_view key, double min, d
   if (!v->is_number()) return Error::invalid(path(key), "must be a number");
   const double d = v->get<double>();
   if (!std::isfinite(d) || d < min || d > max) {
-    return Error::invalid(path(key), "must be between " + std::to_string(min) + " and " + std::to_string(max));
+    return Error::invalid(path(key), fmt::format("must be between {} and {}", min, max));
   }
   return std::optional<double>(d);
 }
