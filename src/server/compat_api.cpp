@@ -11,12 +11,12 @@
 #include "async.h"
 #include "http.h"
 #include "json_fields.h"
+#include "sse_stream.h"
 
 namespace aoi::server {
 namespace {
 
 using nlohmann::json;
-using GenItem = std::variant<std::string, Result<service::GenerateOutcome>>;
 
 std::string random_id(std::string_view prefix) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -98,18 +98,11 @@ const char* anthropic_stop(engine::FinishReason r) {
   }
 }
 
-// Runs a generation; for streams, each text piece goes to on_piece as it appears.
-struct Streamed {
-  std::shared_ptr<Mailbox<GenItem>> mailbox;
-  std::shared_ptr<std::atomic<bool>> cancelled;
-};
-
-net::awaitable<Streamed> start_stream(service::Service& svc, service::GenerateRequest request) {
+// Starts a generation whose pieces and outcome go to a stream.
+net::awaitable<Stream<service::GenerateOutcome>> start_stream(service::Service& svc, service::GenerateRequest request) {
   // The executor is fetched on its own: GCC 12 miscompiles a co_await inside braces that build an object.
   const auto executor = co_await net::this_coro::executor;
-  Streamed s;
-  s.mailbox = std::make_shared<Mailbox<GenItem>>(executor);
-  s.cancelled = std::make_shared<std::atomic<bool>>(false);
+  auto s = make_stream<service::GenerateOutcome>(executor);
   request.cancelled = s.cancelled;
   auto mailbox = s.mailbox;
   svc.generate(
@@ -250,6 +243,53 @@ struct AnthropicShape {
   static std::string message_stop() { return dump({{"type", "message_stop"}}); }
 };
 
+// ---- Stream formats ----
+
+class OpenAiFormat : public StreamFormat<service::GenerateOutcome> {
+ public:
+  OpenAiFormat(OpenAiShape shape, bool include_usage) : shape_(std::move(shape)), include_usage_(include_usage) {}
+  std::vector<SseFrame> start() override {
+    if (!shape_.chat) return {};
+    return {{"", shape_.chunk("", /*role_only=*/true)}};
+  }
+  std::vector<SseFrame> piece(std::string_view text) override { return {{"", shape_.chunk(text)}}; }
+  std::vector<SseFrame> done(const service::GenerateOutcome& o) override {
+    std::vector<SseFrame> frames = {{"", shape_.last_chunk(o.result.finish)}};
+    if (include_usage_) frames.push_back({"", shape_.usage_chunk(o.result)});
+    frames.push_back({"", "[DONE]"});
+    return frames;
+  }
+  std::vector<SseFrame> failed(const Error& e) override { return {{"", dump(error_body(e))}}; }
+
+ private:
+  OpenAiShape shape_;
+  bool include_usage_;
+};
+
+class AnthropicFormat : public StreamFormat<service::GenerateOutcome> {
+ public:
+  AnthropicFormat(AnthropicShape shape, size_t n_prompt) : shape_(std::move(shape)), n_prompt_(n_prompt) {}
+  std::vector<SseFrame> start() override {
+    return {{"message_start", shape_.message_start(n_prompt_)},
+            {"content_block_start", AnthropicShape::block_start()},
+            {"ping", AnthropicShape::ping()}};
+  }
+  std::vector<SseFrame> piece(std::string_view text) override {
+    return {{"content_block_delta", AnthropicShape::delta(text)}};
+  }
+  std::vector<SseFrame> done(const service::GenerateOutcome& o) override {
+    return {{"content_block_stop", AnthropicShape::block_stop()},
+            {"message_delta", AnthropicShape::message_delta(o.result)},
+            {"message_stop", AnthropicShape::message_stop()}};
+  }
+  std::vector<SseFrame> failed(const Error& e) override { return {{"error", dump(error_body(e))}}; }
+  SseFrame keepalive() override { return {"ping", AnthropicShape::ping()}; }
+
+ private:
+  AnthropicShape shape_;
+  size_t n_prompt_;
+};
+
 // ---- OpenAI ----
 
 net::awaitable<Outcome> models(Call& call) {
@@ -302,34 +342,11 @@ net::awaitable<Outcome> openai_completion(Call& call, bool chat) {
     co_return Outcome{json_response(call.request, http::status::ok, shape.response(out->result))};
   }
 
-  auto s = co_await start_stream(call.service, std::move(req).value());
-  SseWriter sse(call.stream);
-  bool started = false;
-  for (;;) {
-    auto items = co_await s.mailbox->take(call.options.sse_ping);
-    for (auto& item : items) {
-      auto* result = std::get_if<Result<service::GenerateOutcome>>(&item);
-      if (!started) {
-        if (result != nullptr && !*result) co_return Outcome{error_response(call.request, result->error())};
-        started = co_await sse.start(call.request);
-        if (chat) co_await sse.data(shape.chunk("", /*role_only=*/true));
-      }
-      if (result == nullptr) {
-        if (!co_await sse.data(shape.chunk(std::get<std::string>(item)))) s.cancelled->store(true);
-        continue;
-      }
-      if (!*result) {
-        co_await sse.data(dump(error_body(result->error())));
-        co_return Outcome{std::nullopt, 200};
-      }
-      call.metrics.observe_completion("openai", since(t0));
-      co_await sse.data(shape.last_chunk((*result)->result.finish));
-      if (include_usage) co_await sse.data(shape.usage_chunk((*result)->result));
-      co_await sse.data("[DONE]");
-      co_return Outcome{std::nullopt, 200};
-    }
-    if (items.empty() && started && !co_await sse.comment("ping")) s.cancelled->store(true);
-  }
+  auto pieces = co_await start_stream(call.service, std::move(req).value());
+  OpenAiFormat format(shape, include_usage);
+  auto pumped = co_await pump(call, pieces, format);
+  if (pumped.second) call.metrics.observe_completion("openai", since(t0));
+  co_return std::move(pumped.first);
 }
 
 net::awaitable<Outcome> chat_completions(Call& call) { co_return co_await openai_completion(call, true); }
@@ -379,38 +396,11 @@ net::awaitable<Outcome> messages(Call& call) {
   auto prompt = call.service.prompt_tokens(*req);
   if (!prompt) co_return Outcome{error_response(call.request, prompt.error())};
   const size_t n_prompt = prompt->size();
-  auto s = co_await start_stream(call.service, std::move(req).value());
-  SseWriter sse(call.stream);
-  bool started = false;
-  for (;;) {
-    auto items = co_await s.mailbox->take(call.options.sse_ping);
-    for (auto& item : items) {
-      auto* result = std::get_if<Result<service::GenerateOutcome>>(&item);
-      if (!started) {
-        if (result != nullptr && !*result) co_return Outcome{error_response(call.request, result->error())};
-        started = co_await sse.start(call.request);
-        co_await sse.event("message_start", shape.message_start(n_prompt));
-        co_await sse.event("content_block_start", AnthropicShape::block_start());
-        co_await sse.event("ping", AnthropicShape::ping());
-      }
-      if (result == nullptr) {
-        if (!co_await sse.event("content_block_delta", AnthropicShape::delta(std::get<std::string>(item)))) {
-          s.cancelled->store(true);
-        }
-        continue;
-      }
-      if (!*result) {
-        co_await sse.event("error", dump(error_body(result->error())));
-        co_return Outcome{std::nullopt, 200};
-      }
-      call.metrics.observe_completion("anthropic", since(t0));
-      co_await sse.event("content_block_stop", AnthropicShape::block_stop());
-      co_await sse.event("message_delta", AnthropicShape::message_delta((*result)->result));
-      co_await sse.event("message_stop", AnthropicShape::message_stop());
-      co_return Outcome{std::nullopt, 200};
-    }
-    if (items.empty() && started && !co_await sse.event("ping", AnthropicShape::ping())) s.cancelled->store(true);
-  }
+  auto pieces = co_await start_stream(call.service, std::move(req).value());
+  AnthropicFormat format(shape, n_prompt);
+  auto pumped = co_await pump(call, pieces, format);
+  if (pumped.second) call.metrics.observe_completion("anthropic", since(t0));
+  co_return std::move(pumped.first);
 }
 
 }  // namespace

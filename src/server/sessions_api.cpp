@@ -14,6 +14,7 @@
 #include "json_fields.h"
 #include "records_body.h"
 #include "session_json.h"
+#include "sse_stream.h"
 
 namespace aoi::server {
 namespace {
@@ -78,7 +79,13 @@ net::awaitable<Outcome> push_data(Call& call) {
   co_return Outcome{json_response(call.request, http::status::accepted, push_json(*pushed))};
 }
 
-using QueryItem = std::variant<std::string, Result<service::QueryOutcome>>;
+// aoi's own query stream: `token` events, then `done` with the answer (or `error`).
+class QueryFormat : public StreamFormat<service::QueryOutcome> {
+ public:
+  std::vector<SseFrame> piece(std::string_view text) override { return {{"token", dump(json{{"text", text}})}}; }
+  std::vector<SseFrame> done(const service::QueryOutcome& o) override { return {{"done", dump(answer_json(o))}}; }
+  std::vector<SseFrame> failed(const Error& e) override { return {{"error", dump(error_object(e))}}; }
+};
 
 net::awaitable<Outcome> query(Call& call) {
   AOI_TRY(body, parse_object(call.request.body()));
@@ -104,45 +111,20 @@ net::awaitable<Outcome> query(Call& call) {
   }
 
   // Streamed: text pieces as `token` events, then `done` with the whole answer.
-  const auto executor = co_await net::this_coro::executor;  // (not inside the call: see compat_api.cpp)
-  auto mailbox = std::make_shared<Mailbox<QueryItem>>(executor);
-  auto cancelled = std::make_shared<std::atomic<bool>>(false);
-  request.cancelled = cancelled;
+  const auto executor = co_await net::this_coro::executor;
+  auto events = make_stream<service::QueryOutcome>(executor);
+  request.cancelled = events.cancelled;
+  auto mailbox = events.mailbox;
   svc.query(
       id, std::move(request), [mailbox](std::string_view text) { mailbox->put(std::string(text)); },
       [mailbox](Result<service::QueryOutcome> r) {
         mailbox->put(std::move(r));
         mailbox->close();
       });
-  SseWriter sse(call.stream);
-  bool started = false;
-  for (;;) {
-    auto items = co_await mailbox->take(call.options.sse_ping);
-    for (auto& item : items) {
-      if (auto* text = std::get_if<std::string>(&item)) {
-        if (!started) started = co_await sse.start(call.request);
-        const std::string payload = dump(json{{"text", *text}});
-        if (!co_await sse.event("token", payload)) cancelled->store(true);
-        continue;
-      }
-      auto& result = std::get<Result<service::QueryOutcome>>(item);
-      if (!started) {
-        // Nothing streamed yet: a plain error response is clearer than an event.
-        if (!result) co_return Outcome{error_response(call.request, result.error())};
-        started = co_await sse.start(call.request);
-      }
-      std::string payload;
-      if (result) {
-        call.metrics.observe_query(result->path, seconds());
-        payload = dump(answer_json(*result));
-      } else {
-        payload = dump(error_object(result.error()));
-      }
-      co_await sse.event(result ? "done" : "error", payload);
-      co_return Outcome{std::nullopt, 200};
-    }
-    if (items.empty() && started && !co_await sse.comment("ping")) cancelled->store(true);
-  }
+  QueryFormat format;
+  auto pumped = co_await pump(call, events, format);
+  if (pumped.second) call.metrics.observe_query(pumped.second->path, seconds());
+  co_return std::move(pumped.first);
 }
 
 net::awaitable<Outcome> events(Call& call) {
