@@ -20,12 +20,22 @@ std::string normalize_question(std::string_view q) {
   return out;
 }
 
+std::uint64_t question_hash(std::string_view normalized) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : normalized) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
 Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens) {
   std::string key = normalize_question(question);
   if (key.empty()) return Error::invalid("question", "question is empty");
+  const std::uint64_t hash = question_hash(key);
   std::lock_guard lock(mu_);
   for (const auto& e : entries_) {
-    if (e.key == key) return Error::conflict("this question is registered already as " + e.query.fid);
+    if (e.hash == hash && e.key == key) return Error::conflict("this question is registered already as " + e.query.fid);
   }
   if (entries_.size() >= max_) {
     return Error::overloaded("the session has " + std::to_string(max_) + " flash queries, the most it may have");
@@ -34,7 +44,7 @@ Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens) {
   q.fid = "f" + std::to_string(next_fid_++);
   q.question = std::move(question);
   q.max_tokens = max_tokens;
-  entries_.push_back({q, std::move(key)});
+  entries_.push_back({q, std::move(key), hash});
   return q;
 }
 
@@ -62,9 +72,10 @@ size_t FlashRegistry::size() const {
 std::optional<FlashQuery> FlashRegistry::lookup(std::string_view question, std::uint64_t version,
                                                 int max_tokens) const {
   const std::string key = normalize_question(question);
+  const std::uint64_t hash = question_hash(key);
   std::lock_guard lock(mu_);
   for (const auto& e : entries_) {
-    if (e.key != key) continue;
+    if (e.hash != hash || e.key != key) continue;
     const FlashAnswer& a = e.query.answer;
     if (a.version == 0 || a.version != version) return std::nullopt;
     const bool ended_by_itself = a.finish != engine::FinishReason::kLength;

@@ -18,6 +18,8 @@ namespace aoi::service {
 
 // Trimmed, inner whitespace collapsed to one space: the form questions are matched in.
 std::string normalize_question(std::string_view question);
+// FNV-1a of the normalized question: what a query is looked up by.
+std::uint64_t question_hash(std::string_view normalized);
 
 struct FlashAnswer {
   std::string text;
@@ -54,7 +56,8 @@ class FlashRegistry {
  private:
   struct Entry {
     FlashQuery query;
-    std::string key;  // normalized question
+    std::string key;         // normalized question
+    std::uint64_t hash = 0;  // of key
   };
   mutable std::mutex mu_;
   size_t max_;
