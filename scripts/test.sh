@@ -24,12 +24,16 @@ cmake --build build -j"$jobs" --target llama-server aoi-bench-streaming >/dev/nu
 bench/streaming/run.sh --preset quick --skip-build --out build/bench-quick
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
-AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF
+# The sanitizer builds take the test models the release build made (see tests/CMakeLists.txt).
+models="$root/build/models"
+AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF \
+  -DAOI_TEST_MODELS_FROM="$models"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 echo "== ThreadSanitizer"
-AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF
+AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF \
+  -DAOI_TEST_MODELS_FROM="$models"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L threads
 
