@@ -5,7 +5,9 @@
 # plots in the output folder.
 #
 #   bench/streaming/run.sh [--preset quick|paper] [--model PATH] [--threads N] [--out DIR]
-#                          [--other NAME=URL] [--naive-every N] [--skip-build]
+#                          [--other NAME=URL] [--naive-every N] [--gpu] [--skip-build]
+#
+#   --gpu   all layers on the GPU in aoi and llama-server (build with -DAOI_CUDA=ON first)
 #
 #   quick  a tiny generated model, short streams (CI smoke test: completes, aoi agrees with naive)
 #   paper  the paper's sizes: 100 bars, then 15 x 55 bars; window 300 bars (smollm2-135m shape by default)
@@ -13,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 
-preset=quick model="" threads=$(nproc) out="" other="" naive_every="" skip_build=0
+preset=quick model="" threads=$(nproc) out="" other="" naive_every="" skip_build=0 gpu=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --preset) preset=$2; shift 2 ;;
@@ -23,6 +25,7 @@ while [ $# -gt 0 ]; do
     --other) other=$2; shift 2 ;;
     --naive-every) naive_every=$2; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
+    --gpu) gpu=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -67,12 +70,15 @@ wait_ready() {  # url log
   echo "server at $1 did not become ready; its log:" >&2; tail -20 "$2" >&2; exit 1
 }
 
+aoi_gpu=() llama_gpu=()
+[ "$gpu" = 1 ] && aoi_gpu=(--n-gpu-layers -1) && llama_gpu=(-ngl 999)
+
 # aoi: stateful and naive in separate processes, so a naive recompute never attends over the stateful
 # session's cells. Contexts hold the whole stream (and the rebuild sequence of recompute eviction).
 start_aoi() {  # name cells
   local port; port=$(free_port)
   build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size "$2" --max-sessions 1 \
-    --pool-slots 1 --pool-max-tokens 256 >"$out/$1.log" 2>&1 &
+    --pool-slots 1 --pool-max-tokens 256 "${aoi_gpu[@]}" >"$out/$1.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/$1.log"
   echo "http://127.0.0.1:$port"
@@ -80,7 +86,7 @@ start_aoi() {  # name cells
 start_llama() {  # name [extra args]
   local name=$1; shift
   local port; port=$(free_port)
-  build/bin/llama-server -m "$model" --port "$port" -t "$threads" -c "$ctx" -np 1 -b 512 -ub 512 "$@" \
+  build/bin/llama-server -m "$model" --port "$port" -t "$threads" -c "$ctx" -np 1 -b 512 -ub 512 "${llama_gpu[@]}" "$@" \
     >"$out/$name.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/$name.log"
