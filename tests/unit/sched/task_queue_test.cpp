@@ -24,10 +24,20 @@ using std::chrono::milliseconds;
 const Clock::time_point kT0 = Clock::time_point{} + std::chrono::hours(1);
 Clock::time_point at(int tick) { return kT0 + milliseconds(tick); }
 
-// A task whose readiness and deadline the test controls; step() is never called by the queue.
-class FakeTask : public Task {
+// The tests' tasks carry an id, so that an order of tasks reads as a list of ids.
+class NumberedTask : public Task {
  public:
-  FakeTask(int id, Priority priority) : id_(id), priority_(priority), name_("fake-" + std::to_string(id)) {}
+  explicit NumberedTask(int id) : id_(id) {}
+  int id() const { return id_; }
+
+ private:
+  int id_;
+};
+
+// A task whose readiness and deadline the test controls; step() is never called by the queue.
+class FakeTask : public NumberedTask {
+ public:
+  FakeTask(int id, Priority priority) : NumberedTask(id), priority_(priority), name_("fake-" + std::to_string(id)) {}
 
   Priority priority() const override { return priority_; }
   bool ready(Clock::time_point now) const override { return ready_ && now >= ready_at_; }
@@ -36,13 +46,11 @@ class FakeTask : public Task {
   void fail(const Error& error) override { errors_.push_back(error); }
   std::string_view name() const override { return name_; }
 
-  int id() const { return id_; }
   void set_ready(bool ready) { ready_ = ready; }
   void set_ready_at(Clock::time_point t) { ready_at_ = t; }
   void set_deadline(std::optional<Clock::time_point> d) { deadline_ = d; }
 
  private:
-  int id_;
   Priority priority_;
   std::string name_;
   bool ready_ = true;
@@ -61,7 +69,7 @@ FakeTask* push(TaskQueue& q, int id, Priority priority) {
 
 int id_of(const TaskQueue::Entry& e) {
   if (!e.task) return -1;
-  return static_cast<const FakeTask&>(*e.task).id();
+  return static_cast<const NumberedTask&>(*e.task).id();
 }
 
 // Pops everything that is ready at `now`, in order, without putting anything back.
@@ -338,9 +346,10 @@ struct SimSpec {
 
 int tick_of(Clock::time_point t) { return static_cast<int>((t - kT0) / milliseconds(1)); }
 
-class SimTask : public Task {
+class SimTask : public NumberedTask {
  public:
-  SimTask(SimSpec spec, int* clock) : spec_(spec), clock_(clock), name_("sim-" + std::to_string(spec.id)) {}
+  SimTask(SimSpec spec, int* clock)
+      : NumberedTask(spec.id), spec_(spec), clock_(clock), name_("sim-" + std::to_string(spec.id)) {}
 
   Priority priority() const override { return spec_.priority; }
   bool ready(Clock::time_point now) const override { return spec_.ready_at(tick_of(now)); }
