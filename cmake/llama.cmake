@@ -58,8 +58,12 @@ elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND EXISTS /proc/cpuinfo)
   endforeach()
   message(STATUS "aoi: ggml CPU instruction sets: ${aoi_ggml_isa}")
 endif()
+
 if(AOI_SANITIZE_THREAD)
-  set(LLAMA_SANITIZE_THREAD ON)
+  # See cmake/sanitizers.cmake: ThreadSanitizer must see ggml's threads synchronise.
+  set(GGML_OPENMP OFF)
+  add_compile_options(-fsanitize=thread)
+  add_link_options(-fsanitize=thread)
 endif()
 
 add_subdirectory("${AOI_LLAMA_DIR}" "${CMAKE_BINARY_DIR}/llama.cpp" EXCLUDE_FROM_ALL SYSTEM)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what is missing, builds with warnings as errors, runs CTest (unit and integration
-# suites), runs the streaming benchmark's quick preset as a smoke test; then rebuilds with AddressSanitizer +
-# UndefinedBehaviorSanitizer and with ThreadSanitizer (each its own build directory, so llama.cpp's library is
-# built once per directory) and runs the suites each is for.
+# suites), runs the streaming benchmark's quick preset as a smoke test; then rebuilds aoi with AddressSanitizer +
+# UndefinedBehaviorSanitizer (llama.cpp's objects from the compiler cache) and with ThreadSanitizer (llama.cpp
+# instrumented too), each in its own build directory, and runs the suites each is for.
 #
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    the release build's tests only
@@ -26,13 +26,13 @@ bench/streaming/run.sh --preset quick --skip-build --out build/bench-quick
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
 # The sanitizer builds take the test models the release build made (see tests/CMakeLists.txt).
 models="$root/build/models"
-AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF \
+scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF \
   -DAOI_TEST_MODELS_FROM="$models"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 echo "== ThreadSanitizer"
-AOI_BUILD_TYPE=RelWithDebInfo scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF \
+scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF \
   -DAOI_TEST_MODELS_FROM="$models"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L threads
