@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <numeric>
 #include <thread>
@@ -26,6 +27,16 @@ using namespace std::chrono_literals;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// The value of a result, or the error's message and exit: a benchmark that cannot run says why.
+template <class T>
+T must(aoi::Result<T> r, const char* what) {
+  if (!r) {
+    std::fprintf(stderr, "%s: %s\n", what, r.error().message.c_str());
+    std::exit(1);
+  }
+  return std::move(r).value();
+}
+
 std::vector<std::string> bars(int n, int first, std::uint64_t seed = 11) {
   aoi::workload::OhlcvGenerator gen({.seed = seed});
   std::vector<std::string> out;
@@ -38,7 +49,7 @@ std::vector<std::string> bars(int n, int first, std::uint64_t seed = 11) {
 
 // llama.cpp's prefill: `tokens` tokens decoded in batches of `batch` after `depth` tokens already cached.
 double raw_prefill_tps(aoi::engine::Model& model, const aoi::engine::ContextParams& cp, int depth, int tokens) {
-  auto ctx = aoi::engine::Context::create(model, cp).value();
+  auto ctx = must(aoi::engine::Context::create(model, cp), "context");
   aoi::engine::Batch b(static_cast<int>(cp.n_batch));
   // Any tokens do: the cost does not depend on their values. Use the tokens of real bars.
   std::vector<aoi::engine::Token> text;
@@ -64,13 +75,16 @@ double raw_prefill_tps(aoi::engine::Model& model, const aoi::engine::ContextPara
   return tokens / seconds_since(t0);
 }
 
-std::unique_ptr<aoi::service::Service> start(const std::string& model, const aoi::engine::ContextParams& cp) {
+// One session owning the whole context: `window` tokens of data, twice over for recompute eviction's rebuild.
+std::unique_ptr<aoi::service::Service> start(const std::string& model, aoi::engine::ContextParams cp, int window) {
   aoi::service::ServiceParams p;
   p.model.path = model;
+  cp.n_ctx = static_cast<std::uint32_t>(2 * window + 2048);
   p.context = cp;
-  p.max_sessions = 2;
+  p.max_sessions = 1;
+  p.pool_slots = 0;
   p.ring_capacity = 1 << 16;
-  return aoi::service::Service::start(p).value();
+  return must(aoi::service::Service::start(p), "service");
 }
 
 aoi::session::SessionConfig session_config(int window) {
@@ -125,21 +139,22 @@ int main(int argc, char** argv) {
   std::printf("|---:|---:|---:|---:|---:|\n");
   for (int depth : depths) {
     const double raw = raw_prefill_tps(m, cp, depth, tokens);
-    auto svc = start(model, cp);
-    svc->create_session(session_config(max_depth + 2 * tokens + 512)).value();
+    const int window = max_depth + 2 * tokens + 512;
+    auto svc = start(model, cp, window);
+    must(svc->create_session(session_config(window)), "session");
     // Fill to the depth, wait, then time a burst of `tokens` worth of bars from push to ingested.
     const int tokens_per_bar = static_cast<int>(m.tokenize(bars(1, 0)[0] + "\n", false, false).size());
     const int warm_bars = depth / tokens_per_bar;
     int bar = 0;
     if (warm_bars > 0) {
-      const auto r = svc->push_text("bench", bars(warm_bars, 0)).value();
+      const auto r = must(svc->push_text("bench", bars(warm_bars, 0)), "push");
       wait_for(*svc, r.last_seq);
       bar = warm_bars;
     }
     const std::uint64_t tokens_before = svc->handle("bench")->counters().tokens_ingested.load();
     const std::uint64_t steps_before = svc->worker().steps();
     const auto t0 = Clock::now();
-    const auto r = svc->push_text("bench", bars(tokens / tokens_per_bar, bar)).value();
+    const auto r = must(svc->push_text("bench", bars(tokens / tokens_per_bar, bar)), "push");
     wait_for(*svc, r.last_seq);
     const double secs = seconds_since(t0);
     const std::uint64_t ingested = svc->handle("bench")->counters().tokens_ingested.load() - tokens_before;
@@ -151,24 +166,25 @@ int main(int argc, char** argv) {
 
   std::printf("\n## Session query latency: idle vs behind an ingestion backlog\n\n");
   {
-    auto svc = start(model, cp);
-    svc->create_session(session_config(max_depth + 4 * tokens + 512)).value();
-    const auto warm = svc->push_text("bench", bars(max_depth / 35 + 1, 0)).value();
+    const int window = max_depth + 4 * tokens + 512;
+    auto svc = start(model, cp, window);
+    must(svc->create_session(session_config(window)), "session");
+    const auto warm = must(svc->push_text("bench", bars(max_depth / 35 + 1, 0)), "push");
     wait_for(*svc, warm.last_seq);
     aoi::service::QueryRequest q;
     q.question = "Is the trend UP or DOWN? Answer with one word.";
     q.generation.max_tokens = 1;
     std::vector<double> idle, loaded_ms;
-    for (int i = 0; i < queries; ++i) idle.push_back(svc->query("bench", q).value().total_ms);
+    for (int i = 0; i < queries; ++i) idle.push_back(must(svc->query("bench", q), "query").total_ms);
     // One ingestion batch, measured alone.
     const auto t_batch = Clock::now();
-    const auto one = svc->push_text("bench", bars(batch / 40, 5000)).value();
+    const auto one = must(svc->push_text("bench", bars(batch / 40, 5000)), "push");
     wait_for(*svc, one.last_seq);
     const double batch_ms = seconds_since(t_batch) * 1000;
     // A backlog far longer than the queries: each query lands behind it.
-    const auto backlog = svc->push_text("bench", bars(4 * tokens / 35, 6000)).value();
+    const auto backlog = must(svc->push_text("bench", bars(4 * tokens / 35, 6000)), "push");
     for (int i = 0; i < queries; ++i) {
-      loaded_ms.push_back(svc->query("bench", q).value().total_ms);
+      loaded_ms.push_back(must(svc->query("bench", q), "query").total_ms);
       std::this_thread::sleep_for(50ms);
     }
     const bool drained = svc->session("bench")->last_seq_ingested >= backlog.last_seq;
