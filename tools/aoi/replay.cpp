@@ -68,7 +68,9 @@ class RecordSource {
 
 Result<ModeRun> run_mode(engine::Model& model, const ReplayOptions& o, session::SessionMode mode) {
   const int max_checkpoint = *std::max_element(o.checkpoints.begin(), o.checkpoints.end());
-  const int window = o.retention_tokens > 0 ? o.retention_tokens : max_checkpoint + 512;
+  // By default nothing is evicted before the last checkpoint (the append that reaches it may overshoot it by
+  // a batch): eviction is not what this measures.
+  const int window = o.retention_tokens > 0 ? o.retention_tokens : max_checkpoint + 4096;
   const bool shadow = mode == session::SessionMode::kStateful && o.eviction == session::EvictionPolicy::kRecompute;
   engine::ContextParams cp;
   cp.n_ctx = static_cast<std::uint32_t>((shadow ? 2 : 1) * (window + 256) + 1024);
