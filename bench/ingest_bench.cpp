@@ -183,8 +183,12 @@ int main(int argc, char** argv) {
     const double batch_ms = seconds_since(t_batch) * 1000;
     // A backlog far longer than the queries: each query lands behind it.
     const auto backlog = must(svc->push_text("bench", bars(4 * tokens / 35, 6000)), "push");
+    // The context deepens as the backlog drains, and every pass with it: the bound takes the longest
+    // ingestion pass seen while the queries ran (the session's last append when each query returns).
+    double pass_ms = batch_ms;
     for (int i = 0; i < queries; ++i) {
       loaded_ms.push_back(must(svc->query("bench", q), "query").total_ms);
+      pass_ms = std::max(pass_ms, svc->session("bench")->ingest_ms);
       std::this_thread::sleep_for(50ms);
     }
     const bool drained = svc->session("bench")->last_seq_ingested >= backlog.last_seq;
@@ -198,7 +202,8 @@ int main(int argc, char** argv) {
     std::printf("| one ingestion batch (~%d tokens) | %.1f | |\n", batch, batch_ms);
     std::printf("| query behind the backlog%s | %.1f | %.1f |\n", drained ? " (backlog drained early!)" : "",
                 median(loaded_ms), maxv(loaded_ms));
-    std::printf("| bound: idle + one batch | %.1f | %.1f |\n", median(idle) + batch_ms, maxv(idle) + batch_ms);
+    std::printf("| longest ingestion pass during the queries | %.1f | |\n", pass_ms);
+    std::printf("| bound: idle + that pass | %.1f | %.1f |\n", median(idle) + pass_ms, maxv(idle) + pass_ms);
   }
   return 0;
 }
