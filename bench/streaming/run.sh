@@ -4,12 +4,13 @@
 # fed the same bars; an append-only scenario and a sliding-window one. Tables on stdout; CSV, JSON and PNG
 # plots in the output folder.
 #
-#   bench/streaming/run.sh [--preset quick|paper] [--model PATH] [--threads N] [--out DIR]
+#   bench/streaming/run.sh [--preset quick|cpu|paper] [--model PATH] [--threads N] [--out DIR]
 #                          [--other NAME=URL] [--naive-every N] [--gpu] [--skip-build]
 #
 #   --gpu   all layers on the GPU in aoi and llama-server (build with -DAOI_CUDA=ON first)
 #
 #   quick  a tiny generated model, short streams (CI smoke test: completes, aoi agrees with naive)
+#   cpu    smollm2-135m shape, 100 bars, then 15 x 10 bars; window 100 bars; naive every 5th question
 #   paper  the paper's sizes: 100 bars, then 15 x 55 bars; window 300 bars (smollm2-135m shape by default)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,10 +35,13 @@ case "$preset" in
   quick)  # ~80 bars at most, ~35 tokens each
     initial=20 per=10 iterations=6 window=40 max_tokens=4 every=${naive_every:-1} ctx=4096
     default_model=build/models/test-micro.gguf ;;
+  cpu)    # the paper's run scaled to what 2 CPU cores do in ~30 min: 250 bars at most (~9K tokens)
+    initial=100 per=10 iterations=15 window=100 max_tokens=8 every=${naive_every:-5} ctx=12288
+    default_model=models/smollm2-135m-q8_0.gguf ;;
   paper)  # 925 bars at most: ~33K tokens with Llama 3's tokenizer
     initial=100 per=55 iterations=15 window=300 max_tokens=8 every=${naive_every:-1} ctx=34816
     default_model=models/smollm2-135m-q8_0.gguf ;;
-  *) echo "presets: quick, paper" >&2; exit 2 ;;
+  *) echo "presets: quick, cpu, paper" >&2; exit 2 ;;
 esac
 model=${model:-$default_model}
 out=${out:-bench-out/$preset}
