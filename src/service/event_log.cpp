@@ -8,6 +8,10 @@ std::uint64_t EventLog::publish(std::string type, nlohmann::json data) {
   // Subscribers are called under the lock so that every subscriber sees events in id order and a new
   // subscriber's replay cannot interleave with a live event; they must be quick (post elsewhere).
   std::lock_guard lock(mu_);
+  return publish_locked(std::move(type), std::move(data));
+}
+
+std::uint64_t EventLog::publish_locked(std::string type, nlohmann::json data) {
   Event e{next_id_++, std::move(type), std::move(data)};
   for (auto& [token, subscriber] : subscribers_) subscriber(e);
   kept_.push_back(std::move(e));
@@ -23,7 +27,13 @@ std::uint64_t EventLog::subscribe(Subscriber subscriber, std::optional<std::uint
     }
   }
   const std::uint64_t token = next_token_++;
-  if (!closed_) subscribers_.emplace(token, std::move(subscriber));
+  if (!closed_) {
+    subscribers_.emplace(token, std::move(subscriber));
+  } else if (!after_id && !kept_.empty()) {
+    // Closed before this subscriber came (a socket opened as its session was deleted): it still hears the
+    // closing event, the last one kept.
+    subscriber(kept_.back());
+  }
   return token;
 }
 
@@ -33,8 +43,9 @@ void EventLog::unsubscribe(std::uint64_t token) {
 }
 
 void EventLog::close(std::string type, nlohmann::json data) {
-  publish(std::move(type), std::move(data));
+  // One critical section: a subscriber either hears the closing event live or finds the log closed.
   std::lock_guard lock(mu_);
+  publish_locked(std::move(type), std::move(data));
   closed_ = true;
   subscribers_.clear();
 }

@@ -35,13 +35,14 @@ class EventLog {
   std::uint64_t subscribe(Subscriber subscriber, std::optional<std::uint64_t> after_id = std::nullopt);
   void unsubscribe(std::uint64_t token);
   // The session is gone: publishes a last event of this type and drops every subscriber; later subscribers
-  // get the kept events only.
+  // get the kept events after their after_id, or without one the closing event alone.
   void close(std::string type, nlohmann::json data);
 
   std::uint64_t last_id() const;
   size_t n_subscribers() const;
 
  private:
+  std::uint64_t publish_locked(std::string type, nlohmann::json data);  // mu_ held
   mutable std::mutex mu_;
   size_t history_;
   std::deque<Event> kept_;                           // guarded by mu_
