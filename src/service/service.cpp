@@ -146,10 +146,12 @@ void Service::publish_ready(SessionHandle& handle) {
 void Service::after_append(const std::shared_ptr<SessionHandle>& handle, const session::AppendStats& stats) {
   SessionHandle& h = *handle;
   const session::Session* s = h.session;
-  refresh_snapshot(h);
+  // Queries read the ready verdict and these counters; clients read the snapshot. Publishing in this order
+  // means a client who sees version v (or sequence n) in the snapshot gets answers at v or later.
   publish_ready(h);
   h.data_version = s->data_version();
   h.seq_ingested = s->last_record_seq();
+  refresh_snapshot(h);
   SessionSnapshot snap = h.snapshot();
   snap.ingest_ms = stats.decode_ms;
   snap.data_interval_ms = h.push_interval_ms();

@@ -195,6 +195,7 @@ TEST(Speculative, AnswersOnlyTheReadyQuestionAndOnlyAboveTau) {
   push_and_wait(*svc, "probe", lines);
   const ReadyVerdict verdict = svc->handle("probe")->ready();
   ASSERT_TRUE(verdict.valid);
+  ASSERT_EQ(verdict.version, svc->session("probe")->data_version) << "the snapshot ran ahead of the verdict";
   const std::string word = svc->model().token_to_piece(verdict.token);
   ASSERT_FALSE(word.empty());
 
