@@ -27,15 +27,18 @@ void IngestTask::release_append() {
   }
 }
 
-void IngestTask::drop_held(const Error& why, std::uint64_t moved_out) {
-  const std::uint64_t lost =
-      moved_out + batch_.size() + (append_ ? static_cast<std::uint64_t>(append_->n_records()) : 0);
+void IngestTask::drop(const Error& why, std::uint64_t n_records) {
+  if (n_records == 0) return;
+  handle_->counters().records_dropped.fetch_add(n_records);
+  handle_->events().publish("error", {{"type", error_type_name(why.type)},
+                                      {"message", std::to_string(n_records) + " records dropped: " + why.message}});
+}
+
+void IngestTask::drop_held(const Error& why) {
+  const std::uint64_t held = batch_.size() + (append_ ? static_cast<std::uint64_t>(append_->n_records()) : 0);
   batch_.clear();
   release_append();
-  if (lost == 0) return;
-  handle_->counters().records_dropped.fetch_add(lost);
-  handle_->events().publish("error", {{"type", error_type_name(why.type)},
-                                      {"message", std::to_string(lost) + " records dropped: " + why.message}});
+  drop(why, held);
 }
 
 bool IngestTask::ready(sched::Clock::time_point) const {
@@ -60,6 +63,7 @@ void IngestTask::fill_batch() {
   session::Session& s = *handle_->session;
   const int budget = service_.ingest_batch_tokens(s);
   int tokens = 0;
+  for (const auto& r : batch_) tokens += static_cast<int>(r.tokens.size());
   PendingRecord record;
   while (tokens < budget && handle_->pop(record)) {
     auto prepared = prepare(s, record);
@@ -77,6 +81,22 @@ void IngestTask::fill_batch() {
   if (!batch_.empty()) hold();
 }
 
+std::vector<session::TokenizedRecord> IngestTask::take_batch() {
+  // The ring cannot give a record back, so the one that would overfill the forward pass waits here: a
+  // batch over the budget would cost a second, nearly empty pass.
+  const int budget = service_.ingest_batch_tokens(*handle_->session);
+  size_t n = 0;
+  int tokens = 0;
+  while (n < batch_.size() && (n == 0 || tokens + static_cast<int>(batch_[n].tokens.size()) <= budget)) {
+    tokens += static_cast<int>(batch_[n].tokens.size());
+    ++n;
+  }
+  std::vector<session::TokenizedRecord> taken(std::make_move_iterator(batch_.begin()),
+                                              std::make_move_iterator(batch_.begin() + static_cast<long>(n)));
+  batch_.erase(batch_.begin(), batch_.begin() + static_cast<long>(n));
+  return taken;
+}
+
 bool IngestTask::finish_or_continue() {
   handle_->ingest_scheduled.store(false);
   // A push between our last pop and the store above saw the flag set and did not queue a task: look again.
@@ -91,17 +111,18 @@ sched::StepOutcome IngestTask::step() {
     return sched::StepOutcome::kDone;
   }
   if (!append_) {
-    if (batch_.empty()) fill_batch();
+    fill_batch();
     if (batch_.empty()) {
       return finish_or_continue() ? sched::StepOutcome::kRunning : sched::StepOutcome::kDone;
     }
-    const size_t n_batch = batch_.size();
-    auto begun = s->begin_append(std::move(batch_));
-    batch_.clear();
+    std::vector<session::TokenizedRecord> taken = take_batch();
+    const size_t n_taken = taken.size();
+    auto begun = s->begin_append(std::move(taken));
     if (!begun) {
       // Not expected (ready() checked the primary): the batch is dropped, counted and reported.
       spdlog::error("session {}: append refused: {}", handle_->id(), begun.error().message);
-      drop_held(begun.error(), n_batch);
+      drop(begun.error(), n_taken);
+      release_append();
       return sched::StepOutcome::kRunning;
     }
     append_ = std::move(begun).value();
@@ -110,7 +131,9 @@ sched::StepOutcome IngestTask::step() {
   auto outcome = append_->step();
   if (!outcome) {
     // The batch was not ingested (rolled back): its records are dropped, and the client hears why.
-    drop_held(Error{outcome.error().type, "ingestion failed: " + outcome.error().message, ""});
+    drop(Error{outcome.error().type, "ingestion failed: " + outcome.error().message, ""},
+         static_cast<std::uint64_t>(append_->n_records()));
+    release_append();
     service_.refresh_snapshot(*handle_);
     return sched::StepOutcome::kRunning;
   }
@@ -139,7 +162,7 @@ sched::StepOutcome IngestTask::step() {
                                              {"rebuilt", stats.rebuilt},
                                              {"ingest_ms", stats.decode_ms}});
   dropped_reported_ = dropped_total;
-  if (handle_->pending() > 0) return sched::StepOutcome::kRunning;
+  if (!batch_.empty() || handle_->pending() > 0) return sched::StepOutcome::kRunning;
   return finish_or_continue() ? sched::StepOutcome::kRunning : sched::StepOutcome::kDone;
 }
 

@@ -28,18 +28,21 @@ class IngestTask : public sched::Task {
  private:
   // Pops records up to the token budget and tokenizes them; invalid ones are counted and reported.
   void fill_batch();
+  // The records of batch_ that fit the budget (at least one); the rest open the next batch.
+  std::vector<session::TokenizedRecord> take_batch();
   Result<session::TokenizedRecord> prepare(const session::Session& s, const PendingRecord& record);
   // The ring is empty: clear the scheduled flag, unless a push raced in (then keep going).
   bool finish_or_continue();
   // Records this task holds (a prepared batch or an append in flight) count as an operation on the session,
   // so a delete waits for them; dropping them counts them as dropped and says why.
   void hold();
-  void drop_held(const Error& why, std::uint64_t moved_out = 0);  // moved_out: records no longer in batch_
+  void drop(const Error& why, std::uint64_t n_records);
+  void drop_held(const Error& why);  // everything: batch_ and the append in flight
   void release_append();
 
   Service& service_;
   std::shared_ptr<SessionHandle> handle_;
-  std::vector<session::TokenizedRecord> batch_;     // prepared, not yet begun
+  std::vector<session::TokenizedRecord> batch_;     // prepared, not yet begun (may hold one over the budget)
   std::unique_ptr<session::SessionAppend> append_;  // in flight
   std::uint64_t dropped_reported_ = 0;              // ring drops already announced in an event
   bool holding_ = false;

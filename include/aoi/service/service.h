@@ -46,7 +46,7 @@ struct ServiceParams {
   int pool_slots = 2;           // sequences for stateless completions (OpenAI/Anthropic endpoints)
   int pool_max_tokens = 4096;   // KV cells each may use (prompt + completion); sessions get the rest
   size_t ring_capacity = 4096;  // pending records per session before the oldest are dropped
-  int ingest_batch_tokens = 0;  // record tokens per ingestion batch; 0: n_batch minus the scaffold
+  int ingest_batch_tokens = 0;  // record tokens per ingestion batch; 0: what fits one pass with the scaffold
   size_t event_history = 256;   // events kept per session for clients that resume
   int max_flash = 16;           // flash queries per session (and scratch sequences for forked rounds)
   FlashStrategy flash_strategy = FlashStrategy::kForked;
