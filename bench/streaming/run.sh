@@ -79,13 +79,15 @@ aoi_gpu=() llama_gpu=()
 
 # aoi: stateful and naive in separate processes, so a naive recompute never attends over the stateful
 # session's cells. Contexts hold the whole stream (and the rebuild sequence of recompute eviction).
+# The servers start in this shell (not in a $(...) subshell), so that cleanup knows their pids; each start sets
+# $url.
 start_aoi() {  # name cells
   local port; port=$(free_port)
   build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size "$2" --max-sessions 1 \
     --pool-slots 1 --pool-max-tokens 256 "${aoi_gpu[@]}" >"$out/$1.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/$1.log"
-  echo "http://127.0.0.1:$port"
+  url="http://127.0.0.1:$port"
 }
 start_llama() {  # name [extra args]
   local name=$1; shift
@@ -94,16 +96,16 @@ start_llama() {  # name [extra args]
     >"$out/$name.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/$name.log"
-  echo "http://127.0.0.1:$port"
+  url="http://127.0.0.1:$port"
 }
 
 echo "== streaming benchmark, preset $preset: $model, $threads threads, output in $out"
 # Sessions hold ctx tokens of bars (twice that with recompute eviction's rebuild sequence).
-aoi_url=$(start_aoi aoi $((2 * ctx + 2048)))
-naive_url=$(start_aoi aoi-naive $((ctx + 2048)))
-shift_url=$(start_aoi aoi-shift $((ctx + 2048)))
-llama_url=$(start_llama llama-server)
-reuse_url=$(start_llama llama-server-reuse --cache-reuse 256)
+start_aoi aoi $((2 * ctx + 2048)); aoi_url=$url
+start_aoi aoi-naive $((ctx + 2048)); naive_url=$url
+start_aoi aoi-shift $((ctx + 2048)); shift_url=$url
+start_llama llama-server; llama_url=$url
+start_llama llama-server-reuse --cache-reuse 256; reuse_url=$url
 systems=(--system "aoi=aoi:$aoi_url" --system "aoi-naive=aoi-naive:$naive_url@$every"
          --system "llama-server=llama:$llama_url" --system "llama-server-reuse=llama:$reuse_url")
 [ -n "$other" ] && systems+=(--system "${other%%=*}=openai:${other#*=}")
