@@ -104,8 +104,7 @@ void Service::shutdown() {
 int Service::ingest_batch_tokens(const session::Session& session) const {
   if (params_.ingest_batch_tokens > 0) return params_.ingest_batch_tokens;
   // Each append decodes its records, the scaffold and the ready tail: one full forward pass.
-  const int after_data = session.n_scaffold() + static_cast<int>(session.ready_tail().size());
-  return std::max(1, static_cast<int>(ctx_->n_batch()) - after_data);
+  return std::max(1, static_cast<int>(ctx_->n_batch()) - session.n_after_data());
 }
 
 void Service::refresh_snapshot(SessionHandle& handle) {

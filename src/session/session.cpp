@@ -73,7 +73,7 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq
 
   s->max_position_ =
       std::min(model.n_ctx_train() > 0 ? model.n_ctx_train() : INT32_MAX, static_cast<int>(ctx.n_ctx_seq()));
-  const int fixed = s->n_region0() + s->n_scaffold() + static_cast<int>(s->ready_tail_.size()) + cfg.query_budget;
+  const int fixed = s->n_region0() + s->n_after_data() + cfg.query_budget;
   if (fixed >= s->max_position_) {
     return Error::invalid("system", "system text, scaffold and query budget take " + std::to_string(fixed) +
                                         " positions; the context allows " + std::to_string(s->max_position_));
@@ -88,7 +88,7 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq
   // KV cells (twice the window with a rebuild sequence): an explicit window must fit in what is free; a
   // default one takes what fits in its fair share of the cache, so that the next session still fits.
   const int copies = shadow >= 0 ? 2 : 1;
-  const int after = s->n_scaffold() + static_cast<int>(s->ready_tail_.size());
+  const int after = s->n_after_data();
   auto window_in = [&](int cells) { return (cells - fixed - (copies - 1) * after) / copies; };
   const int free_room = window_in(cell_limit);
   if (cfg.retention.max_tokens ? *cfg.retention.max_tokens > free_room : free_room < 1) {
@@ -285,7 +285,7 @@ Status Session::decode_scaffold() {
 }
 
 int Session::footprint() const {
-  const int after = n_scaffold() + static_cast<int>(ready_tail_.size());
+  const int after = n_after_data();
   const int primary = n_region0() + max_data_tokens_ + after + config_.query_budget;
   return shadow_ >= 0 ? primary + max_data_tokens_ + after : primary;
 }

@@ -139,6 +139,8 @@ class Session {
   int n_data_tokens() const { return n_data_tokens_; }
   int n_records() const { return static_cast<int>(records_.size()); }
   int n_scaffold() const { return static_cast<int>(scaffold_.size()); }
+  // Tokens decoded after the data on every append: the scaffold and the ready tail.
+  int n_after_data() const { return n_scaffold() + static_cast<int>(ready_tail_.size()); }
   int max_data_tokens() const { return max_data_tokens_; }
   std::uint64_t records_evicted() const { return records_evicted_; }
   std::uint64_t tokens_evicted() const { return tokens_evicted_; }
