@@ -11,16 +11,15 @@ endif()
 # misfire on instrumented code: -Wmismatched-new-delete on Asio's coroutine frames (ASan checks every
 # allocation's deallocation at run time instead) and -Wmaybe-uninitialized in Beast's parser; the release
 # build keeps both, as errors.
-set(aoi_sanitizer_quiet -Wno-mismatched-new-delete -Wno-maybe-uninitialized)
+set(aoi_sanitizer_common -fno-omit-frame-pointer -O2 -g -Wno-mismatched-new-delete -Wno-maybe-uninitialized)
 if(AOI_SANITIZE_ADDRESS)
   target_compile_options(aoi_own_code INTERFACE -fsanitize=address,undefined -fno-sanitize-recover=undefined
-                                                -fno-omit-frame-pointer -O2 -g ${aoi_sanitizer_quiet})
+                                                ${aoi_sanitizer_common})
   target_link_options(aoi_own_code INTERFACE -fsanitize=address,undefined)
 endif()
 if(AOI_SANITIZE_THREAD)
   # GCC cannot instrument std::atomic_thread_fence (Asio's handler queues use it) and says so (-Wtsan); a race
   # that only a fence orders would be reported, failing a test, never hidden.
-  target_compile_options(aoi_own_code INTERFACE -fsanitize=thread -fno-omit-frame-pointer -O2 -g -Wno-tsan
-                                                ${aoi_sanitizer_quiet})
+  target_compile_options(aoi_own_code INTERFACE -fsanitize=thread ${aoi_sanitizer_common} -Wno-tsan)
   target_link_options(aoi_own_code INTERFACE -fsanitize=thread)
 endif()
