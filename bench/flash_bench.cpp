@@ -1,5 +1,5 @@
-// Flash queries: hit latency end to end over HTTP on loopback, and the cost of a flash round per question for
-// both strategies (forked, in place) with k questions, against one standard query. Same model and threads,
+// Flash queries: hit latency end to end over HTTP on loopback, and the cost of a flash round of k questions
+// (each on a fork of the session, all in the same passes) against one standard query. Same model and threads,
 // one run. Prints; never asserts.
 //
 //   aoi-bench-flash [--model FILE] [--threads N] [--depth TOKENS] [--hits N] [--ks 1,4,16]
@@ -47,8 +47,7 @@ std::vector<std::string> bars(int n, int first) {
   return out;
 }
 
-std::unique_ptr<aoi::service::Service> start(const std::string& model, int threads, int depth,
-                                             aoi::service::FlashStrategy strategy) {
+std::unique_ptr<aoi::service::Service> start(const std::string& model, int threads, int depth) {
   aoi::service::ServiceParams p;
   p.model.path = model;
   p.context.n_ctx = static_cast<std::uint32_t>(2 * (depth + 4096) + 4096);
@@ -57,7 +56,6 @@ std::unique_ptr<aoi::service::Service> start(const std::string& model, int threa
   p.max_sessions = 2;
   p.pool_slots = 1;
   p.pool_max_tokens = 1024;
-  p.flash_strategy = strategy;
   p.max_flash = 16;
   return aoi::service::Service::start(p).value();
 }
@@ -103,7 +101,7 @@ int main(int argc, char** argv) {
 
   // ---- Flash-hit latency over HTTP ----
   {
-    auto svc = start(model, threads, depth, aoi::service::FlashStrategy::kForked);
+    auto svc = start(model, threads, depth);
     fill(*svc, depth);
     svc->add_flash("bench", kQuestions[0], answer_tokens).value();
     const auto v = svc->session("bench")->data_version;
@@ -146,10 +144,10 @@ int main(int argc, char** argv) {
 
   // ---- Flash round cost per question ----
   std::printf("## Flash round cost (%d rounds each, %d tokens of data)\n\n", rounds, depth);
-  std::printf("| strategy | k | round ms | ms per question | vs one standard query |\n|---|---:|---:|---:|---:|\n");
+  std::printf("| k | round ms | ms per question | vs one standard query |\n|---:|---:|---:|---:|\n");
   double standard_ms = 0;
-  for (const auto strategy : {aoi::service::FlashStrategy::kForked, aoi::service::FlashStrategy::kInPlace}) {
-    auto svc = start(model, threads, depth, strategy);
+  {
+    auto svc = start(model, threads, depth);
     fill(*svc, depth);
     if (standard_ms == 0) {
       // One standard query of the same shape (a never-occurring stop string keeps it off the flash cache).
@@ -179,9 +177,7 @@ int main(int argc, char** argv) {
         if (r > 0) round.push_back(svc->session("bench")->flash_ms);
       }
       const double med = percentile(round, 0.5);
-      std::printf("| %s | %d | %.1f | %.1f | %.2fx |\n",
-                  strategy == aoi::service::FlashStrategy::kForked ? "forked" : "in place", k, med, med / k,
-                  med / standard_ms);
+      std::printf("| %d | %.1f | %.1f | %.2fx |\n", k, med, med / k, med / standard_ms);
       std::fflush(stdout);
     }
   }

@@ -170,14 +170,14 @@ int main(int argc, char** argv) {
       bar = warm_bars;
     }
     const std::uint64_t tokens_before = svc->handle("bench")->counters().tokens_ingested.load();
-    const std::uint64_t steps_before = svc->worker().steps();
+    const std::uint64_t steps_before = svc->passes();
     const auto t0 = Clock::now();
     const auto r = must(svc->push_text("bench", bars(tokens / tokens_per_bar, bar)), "push");
     wait_for(*svc, r.last_seq);
     const double secs = seconds_since(t0);
     const std::uint64_t ingested = svc->handle("bench")->counters().tokens_ingested.load() - tokens_before;
     const double tps = static_cast<double>(ingested) / secs;
-    const std::uint64_t passes = svc->worker().steps() - steps_before;
+    const std::uint64_t passes = svc->passes() - steps_before;
     svc.reset();
     const double raw_after = raw_prefill_tps(m, cp, depth, tokens);
     const double raw = (raw_before + raw_after) / 2;

@@ -58,4 +58,9 @@ void Batch::add_run(std::span<const Token> tokens, Pos pos, SeqId seq, bool last
 
 int Batch::size() const { return batch_->n_tokens; }
 
+Batch::Row Batch::row(int i) const {
+  AOI_CHECK(i >= 0 && i < batch_->n_tokens, "no such row");
+  return {batch_->token[i], batch_->pos[i], batch_->seq_id[i][0], batch_->logits[i] != 0};
+}
+
 }  // namespace aoi::engine

@@ -71,6 +71,8 @@ Result<std::unique_ptr<Context>> Context::create(Model& model, const ContextPara
   cp.n_batch = params.n_batch;
   cp.n_ubatch = std::min(params.n_ubatch, params.n_batch);
   cp.n_seq_max = params.n_seq_max;
+  // llama.cpp keeps an output row for every sequence: a pass may carry fewer rows than sequences exist.
+  cp.n_outputs_max = std::max(params.n_batch, params.n_seq_max);
   cp.n_threads = params.n_threads;
   cp.n_threads_batch = params.n_threads_batch;
   cp.type_k = to_ggml(params.type_k);
@@ -130,6 +132,16 @@ Pos Context::seq_pos_min(SeqId seq) const { return llama_memory_seq_pos_min(llam
 Pos Context::seq_pos_max(SeqId seq) const { return llama_memory_seq_pos_max(llama_get_memory(ctx_), seq); }
 bool Context::can_shift() const { return llama_memory_can_shift(llama_get_memory(ctx_)); }
 void Context::clear() { llama_memory_clear(llama_get_memory(ctx_), true); }
+
+std::vector<std::uint8_t> Context::seq_state(SeqId seq) {
+  std::vector<std::uint8_t> out(llama_state_seq_get_size(ctx_, seq));
+  out.resize(llama_state_seq_get_data(ctx_, out.data(), out.size(), seq));
+  return out;
+}
+
+bool Context::set_seq_state(SeqId seq, std::span<const std::uint8_t> state) {
+  return llama_state_seq_set_data(ctx_, state.data(), state.size(), seq) > 0;
+}
 
 std::uint32_t Context::n_ctx() const { return llama_n_ctx(ctx_); }
 std::uint32_t Context::n_ctx_seq() const { return llama_n_ctx_seq(ctx_); }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "aoi/common/check.h"
+#include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
 
@@ -97,88 +99,84 @@ std::string TextStream::flush() {
   return out;
 }
 
-Generation::Generation(Context& ctx, SeqId seq, Pos pos, std::vector<Token> prompt, GenerationParams params,
+Generation::Generation(const Model& model, SeqId seq, Pos pos, std::vector<Token> prompt, GenerationParams params,
                        std::function<void(std::string_view)> on_text)
-    : ctx_(ctx),
-      seq_(seq),
+    : model_(model),
+      prompt_(seq, pos, std::move(prompt), /*logits_at_end=*/true),
       pos_(pos),
-      prompt_(std::move(prompt)),
       params_(std::move(params)),
       on_text_(std::move(on_text)),
       sampler_(params_.sampling),
-      batch_(static_cast<int>(ctx.n_batch())),
       text_(params_.stop),
       t_start_(Clock::now()) {
-  result_.n_prompt = static_cast<int>(prompt_.size());
+  AOI_CHECK(prompt_.size() > 0, "a generation needs a prompt");
+  result_.n_prompt = prompt_.size();
 }
 
-Result<Generation::Step> Generation::step() {
-  if (done_) return Step::kDone;
-  if (prompt_done_ < prompt_.size()) {
-    // Prompt chunks of at most n_batch tokens; only the last chunk keeps its final logits.
-    const size_t n = std::min(prompt_.size() - prompt_done_, static_cast<size_t>(batch_.capacity()));
-    const bool last = prompt_done_ + n == prompt_.size();
-    batch_.clear();
-    batch_.add_run(std::span(prompt_).subspan(prompt_done_, n), pos_, seq_, last);
-    if (Status s = ctx_.decode_or_error(batch_); !s) {
-      done_ = true;
-      return s.error();
-    }
-    prompt_done_ += n;
-    pos_ += static_cast<Pos>(n);
-    if (last) {
-      result_.prompt_ms = ms_between(t_start_, Clock::now());
-      t_first_sample_ = Clock::now();
-    }
-    return Step::kRunning;
+void Generation::add_rows(Batch& batch, int n_prompt) {
+  next_row_ = -1;
+  if (done_) return;
+  if (!prompt_.finished()) {
+    prompt_.add(batch, n_prompt);
+    return;
   }
-  return sample_and_continue();
+  if (next_ == kNoToken || batch.free_space() == 0) return;
+  batch.add(next_, pos_, seq(), true);
+  next_row_ = batch.size() - 1;
 }
 
-Result<Generation::Step> Generation::sample_and_continue() {
-  auto finish = [&](FinishReason reason) {
-    result_.finish = reason;
-    const std::string rest = text_.flush();
-    if (!rest.empty() && on_text_) on_text_(rest);
-    result_.text = text_.text();
-    result_.stop_string = text_.stop_string();
-    result_.generate_ms = ms_between(t_first_sample_, Clock::now());
-    done_ = true;
-    return Step::kDone;
-  };
+void Generation::take(Context& ctx) {
+  if (done_) return;
+  if (!prompt_.finished()) {
+    const Pos before = prompt_.next_pos();
+    const int row = prompt_.commit();
+    pos_ += prompt_.next_pos() - before;
+    if (row < 0) return;
+    result_.prompt_ms = ms_between(t_start_, Clock::now());
+    t_first_sample_ = Clock::now();
+    sample(ctx, row);
+    return;
+  }
+  if (next_row_ < 0) return;
+  const int row = next_row_;
+  next_row_ = -1;
+  next_ = kNoToken;
+  ++pos_;
+  sample(ctx, row);
+}
 
+void Generation::finish(FinishReason reason) {
+  result_.finish = reason;
+  const std::string rest = text_.flush();
+  if (!rest.empty() && on_text_) on_text_(rest);
+  result_.text = text_.text();
+  result_.stop_string = text_.stop_string();
+  if (t_first_sample_.time_since_epoch().count() != 0) result_.generate_ms = ms_between(t_first_sample_, Clock::now());
+  next_ = kNoToken;
+  done_ = true;
+}
+
+void Generation::stop() {
+  if (!done_) finish(FinishReason::kNone);
+}
+
+void Generation::sample(Context& ctx, int row) {
   if (params_.max_tokens <= 0) return finish(FinishReason::kLength);
   Top2 top;
-  const Token token = sampler_.sample(ctx_, -1, &top);
+  const Token token = sampler_.sample(ctx, row, &top);
   if (params_.keep_first_logits && result_.top.empty()) {
-    const float* logits = ctx_.logits(-1);
-    result_.first_logits.assign(logits, logits + ctx_.model().n_vocab());
+    const float* logits = ctx.logits(row);
+    result_.first_logits.assign(logits, logits + model_.n_vocab());
   }
   result_.top.push_back(top);
-  if (ctx_.model().is_end_of_generation(token)) return finish(FinishReason::kEndOfGeneration);
+  if (model_.is_end_of_generation(token)) return finish(FinishReason::kEndOfGeneration);
 
   result_.tokens.push_back(token);
-  const std::string delta = text_.push(ctx_.model().token_to_piece(token));
+  const std::string delta = text_.push(model_.token_to_piece(token));
   if (!delta.empty() && on_text_) on_text_(delta);
   if (text_.stopped()) return finish(FinishReason::kStop);
   if (static_cast<int>(result_.tokens.size()) >= params_.max_tokens) return finish(FinishReason::kLength);
-
-  batch_.clear();
-  batch_.add(token, pos_, seq_, true);
-  if (Status s = ctx_.decode_or_error(batch_); !s) {
-    done_ = true;
-    return s.error();
-  }
-  ++pos_;
-  return Step::kRunning;
-}
-
-Status Generation::run() {
-  while (!done_) {
-    auto r = step();
-    if (!r) return r.error();
-  }
-  return {};
+  next_ = token;
 }
 
 }  // namespace aoi::engine

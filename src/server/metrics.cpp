@@ -130,17 +130,28 @@ std::string Metrics::render(const service::ServiceStats& st,
   sample(out, "aoi_tokens_ingested_total", "", static_cast<double>(st.tokens_ingested));
   header(out, "aoi_session_queries_total", "counter", "Session queries submitted.");
   sample(out, "aoi_session_queries_total", "", static_cast<double>(st.queries));
-  header(out, "aoi_inference_steps_total", "counter", "Forward-pass steps run by the inference thread.");
-  sample(out, "aoi_inference_steps_total", "", static_cast<double>(st.steps));
-  header(out, "aoi_queue_depth", "gauge", "Tasks waiting for the inference thread, by priority class.");
+  header(out, "aoi_inference_passes_total", "counter", "Forward passes run by the inference loop.");
+  sample(out, "aoi_inference_passes_total", "", static_cast<double>(st.loop.passes));
+  header(out, "aoi_inference_tokens_total", "counter", "Rows (tokens) decoded by the inference loop, all lanes.");
+  sample(out, "aoi_inference_tokens_total", "", static_cast<double>(st.loop.tokens));
+  header(out, "aoi_inference_backoffs_total", "counter",
+         "Passes built again because the KV cache had no slot for the batch.");
+  sample(out, "aoi_inference_backoffs_total", "", static_cast<double>(st.loop.backoffs));
+  header(out, "aoi_grouped_prefill_tokens_total", "counter",
+         "Prefill tokens aliased from a group leader instead of decoded again.");
+  sample(out, "aoi_grouped_prefill_tokens_total", "", static_cast<double>(st.loop.grouped_tokens));
+  header(out, "aoi_last_pass_tokens", "gauge", "Rows in the last forward pass.");
+  sample(out, "aoi_last_pass_tokens", "", st.loop.last_pass_tokens);
+  header(out, "aoi_lanes", "gauge", "Lanes (units of inference work, waiting ones included) by priority class.");
   for (int p = 0; p < sched::kPriorityCount; ++p) {
-    sample(out, "aoi_queue_depth",
-           std::string("priority=\"") + sched::priority_name(static_cast<sched::Priority>(p)) + "\"",
-           static_cast<double>(st.queue_depths[static_cast<size_t>(p)]));
+    sample(out, "aoi_lanes", std::string("priority=\"") + sched::priority_name(static_cast<sched::Priority>(p)) + "\"",
+           st.loop.lanes[static_cast<size_t>(p)]);
   }
-  header(out, "aoi_kv_cells", "gauge", "KV cache cells: used by sessions, reserved by sessions, total.");
+  header(out, "aoi_kv_cells", "gauge",
+         "KV cache cells: in use, reserved by admitted work, the admission budget, and the total.");
   sample(out, "aoi_kv_cells", "state=\"used\"", st.kv_cells_used);
   sample(out, "aoi_kv_cells", "state=\"reserved\"", st.kv_cells_reserved);
+  sample(out, "aoi_kv_cells", "state=\"budget\"", st.kv_cells_budget);
   sample(out, "aoi_kv_cells", "state=\"total\"", st.kv_cells_total);
   header(out, "aoi_sessions", "gauge", "Live sessions.");
   sample(out, "aoi_sessions", "", st.sessions);

@@ -2,220 +2,77 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 
 #include "aoi/engine/sampling.h"
-#include "aoi/session/session_manager.h"
-#include "call_task.h"
-#include "flash_task.h"
-#include "ingest_task.h"
-#include "pool_task.h"
-#include "query_task.h"
-#include "sequence_pool.h"
+#include "completion_lane.h"
+#include "create_lane.h"
+#include "inference_state.h"
+#include "query_lane.h"
 
 namespace aoi::service {
 namespace {
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
+// Runs an asynchronous call and waits for its result.
+template <class T, class Call>
+T wait_for(Call&& call) {
+  std::promise<T> promise;
+  auto future = promise.get_future();
+  call([&promise](T r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
 }  // namespace
-
-// Frees a deleted session once no operation uses it (SESSION priority, so it is not starved by ingestion).
-class DeleteTask : public sched::Task {
- public:
-  DeleteTask(Service& service, std::shared_ptr<SessionHandle> handle, std::function<void(Status)> done)
-      : service_(service), handle_(std::move(handle)), done_(std::move(done)) {}
-
-  sched::Priority priority() const override { return sched::Priority::kSession; }
-  bool ready(sched::Clock::time_point) const override { return handle_->ops_in_flight == 0; }
-  sched::StepOutcome step() override {
-    SessionCounters& c = handle_->counters();
-    // Records still waiting in the ring go with the session.
-    const std::uint64_t pending = handle_->pending();
-    PendingRecord discard;
-    while (handle_->pop(discard)) {
-    }
-    c.records_dropped.fetch_add(pending);
-    service_.gone_pushed_ += c.records_pushed.load();
-    service_.gone_dropped_ += c.records_dropped.load();
-    service_.gone_rejected_ += c.records_rejected.load();
-    service_.gone_ingested_ += c.records_ingested.load();
-    service_.gone_tokens_ += c.tokens_ingested.load();
-    if (handle_->session != nullptr) {
-      (void)service_.manager_->remove(handle_->id());
-      handle_->session = nullptr;
-    }
-    handle_->events().close("session_deleted", {{"id", handle_->id()}, {"dropped_pending", pending}});
-    service_.kv_cells_reserved_ = service_.manager_->cells_reserved();
-    if (done_) done_({});
-    return sched::StepOutcome::kDone;
-  }
-  void fail(const Error& error) override {
-    if (done_) done_(error);
-  }
-  std::string_view name() const override { return "session delete"; }
-
- private:
-  Service& service_;
-  std::shared_ptr<SessionHandle> handle_;
-  std::function<void(Status)> done_;
-};
 
 Service::Service(ServiceParams params) : params_(std::move(params)) {}
 
 Service::~Service() { shutdown(); }
 
+bool Service::valid_session_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(),
+                     [](unsigned char c) { return std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.'; });
+}
+
 Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   if (params.max_sessions < 1) return Error::invalid("max_sessions", "must be at least 1");
   if (params.pool_slots < 0) return Error::invalid("pool_slots", "must not be negative");
   if (params.max_flash < 0) return Error::invalid("max_flash", "must not be negative");
+  if (!(params.kv_budget > 0 && params.kv_budget <= 1)) return Error::invalid("kv_budget", "must be in (0, 1]");
+  auto seqs = seq_layout(params);
+  if (!seqs) return seqs.error();
   std::unique_ptr<Service> s(new Service(std::move(params)));
   auto model = engine::Model::load(s->params_.model);
   if (!model) return model.error();
   s->model_ = std::move(model).value();
   engine::ContextParams cp = s->params_.context;
-  // Two sequences per session (the primary and the rebuild sequence of recompute eviction), then the pool.
-  const int session_seqs = 2 * s->params_.max_sessions;
-  cp.n_seq_max = static_cast<std::uint32_t>(session_seqs + s->params_.pool_slots + s->params_.max_flash);
+  cp.n_seq_max = static_cast<std::uint32_t>(seqs->total());
+  cp.kv_unified = true;  // forks and copy-on-write appends alias cells between sequences
   const int pool_cells = s->params_.pool_slots * s->params_.pool_max_tokens;
-  if (pool_cells >= static_cast<int>(cp.n_ctx)) {
-    return Error::invalid("ctx_size", "the context (" + std::to_string(cp.n_ctx) + " cells) must be larger than the " +
-                                          std::to_string(pool_cells) + " cells of the completion pool");
+  const int budget = static_cast<int>(s->params_.kv_budget * cp.n_ctx);
+  if (pool_cells >= budget) {
+    return Error::invalid("ctx_size", "the KV budget (" + std::to_string(budget) + " of " + std::to_string(cp.n_ctx) +
+                                          " cells) must be larger than the " + std::to_string(pool_cells) +
+                                          " cells of the completion pool");
   }
   auto ctx = engine::Context::create(*s->model_, cp);
   if (!ctx) return ctx.error();
   s->ctx_ = std::move(ctx).value();
-  s->manager_ = std::make_unique<session::SessionManager>(
-      *s->ctx_, session::PromptLayout::for_model(*s->model_),
-      session::SessionManagerParams{.max_sessions = s->params_.max_sessions,
-                                    .n_seqs = session_seqs,
-                                    .cell_budget = static_cast<int>(s->ctx_->n_ctx()) - pool_cells});
-  s->pool_ = std::make_unique<SequencePool>(session_seqs, s->params_.pool_slots);
-  s->scratch_ = std::make_unique<SequencePool>(session_seqs + s->params_.pool_slots, s->params_.max_flash);
-  s->worker_ = std::make_unique<sched::Worker>();
+  s->forward_ = std::make_unique<ContextForward>(*s->ctx_);
+  s->state_ = std::make_unique<InferenceState>(s->params_, *s->ctx_, *seqs);
+  sched::LoopParams lp = s->params_.loop;
+  lp.n_batch = static_cast<int>(s->ctx_->n_batch());
+  s->loop_ = std::make_unique<sched::InferenceLoop>(*s->forward_, s->state_->cells(), lp);
+  s->state_->set_loop(s->loop_.get());
   return s;
 }
 
 void Service::shutdown() {
-  if (worker_) worker_->shutdown();
-}
-
-int Service::ingest_batch_tokens(const session::Session& session) const {
-  if (params_.ingest_batch_tokens > 0) return params_.ingest_batch_tokens;
-  // Each append decodes its records, the scaffold and the ready tail: one full forward pass.
-  return std::max(1, static_cast<int>(ctx_->n_batch()) - session.n_after_data());
-}
-
-void Service::refresh_snapshot(SessionHandle& handle) {
-  const session::Session* s = handle.session;
-  if (s == nullptr) return;
-  SessionSnapshot snap = handle.snapshot();
-  snap.mode = s->mode();
-  snap.eviction = s->eviction_policy();
-  snap.region0_tokens = s->n_region0();
-  snap.data_tokens = s->n_data_tokens();
-  snap.scaffold_tokens = s->n_scaffold();
-  snap.records = s->n_records();
-  snap.max_data_tokens = s->max_data_tokens();
-  snap.max_records = s->config().retention.max_records.value_or(0);
-  snap.evict_fraction = s->config().retention.evict_fraction;
-  snap.query_budget = s->config().query_budget;
-  snap.kv_cells_reserved = s->footprint();
-  snap.kv_cells_used = s->mode() == session::SessionMode::kStateful ? s->query_pos() : 0;
-  snap.kv_bytes = static_cast<std::uint64_t>(snap.kv_cells_used) * engine::kv_bytes_per_token(*model_, ctx_->params());
-  snap.data_version = s->data_version();
-  snap.last_seq_ingested = s->last_record_seq();
-  snap.records_evicted = s->records_evicted();
-  snap.tokens_evicted = s->tokens_evicted();
-  handle.set_snapshot(std::move(snap));
-  int used = 0;
-  for (const session::Session* each : manager_->list()) {
-    used += each->mode() == session::SessionMode::kStateful ? each->query_pos() : 0;
-  }
-  kv_cells_used_ = used;
-  kv_cells_reserved_ = manager_->cells_reserved();
-}
-
-void Service::publish_ready(SessionHandle& handle) {
-  const session::Session* s = handle.session;
-  if (s == nullptr || handle.ready_vocab.empty() || s->ready_logits().empty()) return;
-  const engine::Top2 top = engine::top2(s->ready_logits().data(), static_cast<int>(s->ready_logits().size()));
-  handle.set_ready({true, s->data_version(), top.token, top.gap()});
-}
-
-void Service::after_append(const std::shared_ptr<SessionHandle>& handle, const session::AppendStats& stats) {
-  SessionHandle& h = *handle;
-  const session::Session* s = h.session;
-  // Queries read the ready verdict and these counters; clients read the snapshot. Publishing in this order
-  // means a client who sees version v (or sequence n) in the snapshot gets answers at v or later.
-  publish_ready(h);
-  h.data_version = s->data_version();
-  h.seq_ingested = s->last_record_seq();
-  refresh_snapshot(h);
-  SessionSnapshot snap = h.snapshot();
-  snap.ingest_ms = stats.decode_ms;
-  snap.data_interval_ms = h.push_interval_ms();
-  h.set_snapshot(std::move(snap));
-  // One flash round for a burst of data: when ingestion has caught up, or has run far ahead of the answers.
-  const bool caught_up = h.pending() == 0;
-  const bool lagging = s->data_version() >= h.flash_version + static_cast<std::uint64_t>(params_.flash_max_lag);
-  if (h.flash().size() > 0 && (caught_up || lagging)) schedule_flash(handle);
-}
-
-void Service::finish_flash_round(SessionHandle& h, double round_ms) {
-  SessionSnapshot snap = h.snapshot();
-  snap.flash_ms = round_ms;
-  snap.flash_rounds++;
-  const double background = snap.ingest_ms + round_ms;
-  snap.data_interval_ms = h.push_interval_ms();
-  const bool over = snap.data_interval_ms > 0 && background > snap.data_interval_ms;
-  h.set_snapshot(snap);
-  h.flash_scheduled = false;
-  if (over && snap.flash_rounds % 16 == 1) {
-    // Throttled: the first round over budget, then every 16th.
-    spdlog::warn("session {}: background work {:.0f} ms per version exceeds the {:.0f} ms between versions", h.id(),
-                 background, snap.data_interval_ms);
-    h.events().publish("warning",
-                       {{"type", "budget"},
-                        {"message", "background work per data version exceeds the interval between versions"},
-                        {"background_ms", background},
-                        {"ingest_ms", snap.ingest_ms},
-                        {"flash_ms", round_ms},
-                        {"data_interval_ms", snap.data_interval_ms}});
-  }
-  // Data that arrived during the round gets its own round once ingested (after_append schedules it).
-  const session::Session* s = h.session;
-  if (s != nullptr && s->data_version() > h.flash_version && h.pending() == 0 && !h.ingest_scheduled.load()) {
-    if (auto handle = this->handle(h.id())) schedule_flash(handle);
-  }
-}
-
-void Service::schedule_flash(const std::shared_ptr<SessionHandle>& handle) {
-  if (!handle->flash_scheduled.exchange(true)) worker_->submit(std::make_unique<FlashTask>(*this, handle));
-}
-
-Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens) {
-  auto h = handle(id);
-  if (!h) return Error::not_found("unknown session: " + std::string(id));
-  if (max_tokens < 1 || max_tokens > 1024) return Error::invalid("max_tokens", "must be between 1 and 1024");
-  if (normalize_question(question).empty()) return Error::invalid("question", "question is empty");
-  auto added = h->flash().add(std::move(question), max_tokens);
-  if (!added) return added.error();
-  schedule_flash(h);  // an answer for the current version
-  return added;
-}
-
-Result<std::vector<FlashQuery>> Service::list_flash(std::string_view id) const {
-  auto h = handle(id);
-  if (!h) return Error::not_found("unknown session: " + std::string(id));
-  return h->flash().list();
-}
-
-Status Service::remove_flash(std::string_view id, std::string_view fid) {
-  auto h = handle(id);
-  if (!h) return Error::not_found("unknown session: " + std::string(id));
-  return h->flash().remove(fid);
+  if (loop_) loop_->shutdown();
 }
 
 std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, const QueryRequest& request) const {
@@ -252,6 +109,11 @@ std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, 
   return std::nullopt;
 }
 
+void Service::forget_creating(const std::string& id) {
+  std::lock_guard lock(registry_mu_);
+  creating_.erase(id);
+}
+
 void Service::create_session(session::SessionConfig config, std::function<void(Result<SessionSnapshot>)> done) {
   {
     std::lock_guard lock(registry_mu_);
@@ -259,7 +121,7 @@ void Service::create_session(session::SessionConfig config, std::function<void(R
       do {
         config.id = "s" + std::to_string(next_auto_id_++);
       } while (registry_.count(config.id) != 0 || creating_.count(config.id) != 0);
-    } else if (!session::SessionManager::valid_id(config.id)) {
+    } else if (!valid_session_id(config.id)) {
       done(Error::invalid("id", "session ids are 1-64 characters of letters, digits, '-', '_' and '.'"));
       return;
     }
@@ -278,10 +140,7 @@ void Service::create_session(session::SessionConfig config, std::function<void(R
   if (config.record_template) {
     auto tmpl = ingest::RecordTemplate::parse(*config.record_template);
     if (!tmpl) {
-      {
-        std::lock_guard lock(registry_mu_);
-        creating_.erase(config.id);
-      }
+      forget_creating(config.id);
       done(tmpl.error());
       return;
     }
@@ -289,61 +148,75 @@ void Service::create_session(session::SessionConfig config, std::function<void(R
   } else {
     renderer = std::make_unique<ingest::RecordRenderer>(*model_);
   }
+  auto handle = std::make_shared<SessionHandle>(config.id, params_.ring_capacity, params_.event_history,
+                                                static_cast<size_t>(params_.max_flash), std::move(renderer));
+  if (config.ready && config.mode == session::SessionMode::kStateful) {
+    // Each fast-answer word is known by its first token, with and without a leading space.
+    handle->ready_question = normalize_question(config.ready->question);
+    handle->ready_tau = config.ready->tau;
+    for (const auto& word : config.ready->vocab) {
+      for (const std::string& form : {word, " " + word}) {
+        const auto tokens = model_->tokenize(form, false, false);
+        if (!tokens.empty()) handle->ready_vocab.emplace_back(tokens.front(), word);
+      }
+    }
+  }
+  SessionSnapshot snap;
+  snap.id = config.id;
+  snap.created_unix = unix_now();
+  handle->set_snapshot(snap);
+
   const std::string id = config.id;
-  auto shared_done = std::make_shared<std::function<void(Result<SessionSnapshot>)>>(std::move(done));
-  auto forget = [this, id] {
-    std::lock_guard lock(registry_mu_);
-    creating_.erase(id);
+  auto reply = std::make_shared<std::function<void(Result<SessionSnapshot>)>>(std::move(done));
+  auto on_error = [this, id, reply](Error e) {
+    forget_creating(id);
+    (*reply)(std::move(e));
   };
-  worker_->submit(std::make_unique<CallTask>(
-      sched::Priority::kSession, "session create",
-      // (std::function needs a copyable callable: the renderer travels in a shared holder)
-      [this, config = std::move(config), shared_done, forget,
-       renderer = std::make_shared<std::unique_ptr<ingest::RecordRenderer>>(std::move(renderer))]() mutable {
-        auto created = manager_->create(config);
-        if (!created) {
-          forget();
-          (*shared_done)(created.error());
-          return;
+  loop_->post(
+      [this, config = std::move(config), handle, reply, on_error]() mutable {
+        InferenceState& st = *state_;
+        // Sequences and cells first: what cannot be had is a clear error, never a smaller session.
+        const bool needs_work =
+            config.mode == session::SessionMode::kStateful && config.retention.policy == session::EvictionPolicy::kRecompute;
+        auto primary = st.session_seqs().take();
+        std::optional<sched::SeqLease> work;
+        if (needs_work) work = st.session_seqs().take();
+        if (!primary || (needs_work && !work)) return on_error(Error::overloaded("no free sequence for another session"));
+        auto created = session::Session::create(st.ctx(), std::move(config), st.layout(), std::move(*primary),
+                                                work ? std::move(*work) : sched::SeqLease(), st.window_defaults(),
+                                                st.cells());
+        if (!created) return on_error(created.error());
+        auto reserved = st.session_budget().reserve((*created)->projected_cells(), "session " + (*created)->id());
+        if (!reserved) {
+          Error e = reserved.error();
+          e.field = "retention";
+          e.message += "; ask for a smaller retention window, delete a session, or start the server with a larger "
+                       "--ctx-size";
+          return on_error(std::move(e));
         }
-        auto handle = std::make_shared<SessionHandle>(config.id, params_.ring_capacity, params_.event_history,
-                                                      static_cast<size_t>(params_.max_flash), std::move(*renderer));
-        handle->session = *created;
-        if (config.ready && config.mode == session::SessionMode::kStateful) {
-          // Each fast-answer word is known by its first token, with and without a leading space.
-          handle->ready_question = normalize_question(config.ready->question);
-          handle->ready_tau = config.ready->tau;
-          for (const auto& word : config.ready->vocab) {
-            for (const std::string& form : {word, " " + word}) {
-              const auto tokens = model_->tokenize(form, false, false);
-              if (!tokens.empty()) handle->ready_vocab.emplace_back(tokens.front(), word);
-            }
-          }
-          publish_ready(*handle);
-        }
-        SessionSnapshot snap;
-        snap.id = config.id;
-        snap.created_unix = unix_now();
-        handle->set_snapshot(snap);
-        refresh_snapshot(*handle);
-        {
-          std::lock_guard lock(registry_mu_);
-          creating_.erase(config.id);
-          registry_.emplace(config.id, handle);
-        }
-        (*shared_done)(handle->snapshot());
+        auto rt = std::make_shared<SessionRuntime>();
+        rt->session = std::move(created).value();
+        rt->handle = handle;
+        rt->reservation = std::move(reserved).value();
+        rt->tenant = st.next_tenant();
+        const std::string sid = rt->session->id();
+        st.loop().add(std::make_unique<CreateLane>(
+            st, rt,
+            [this, sid, handle] {
+              std::lock_guard lock(registry_mu_);
+              creating_.erase(sid);
+              registry_.emplace(sid, handle);
+            },
+            [reply, on_error](Result<SessionSnapshot> r) {
+              if (!r) return on_error(r.error());
+              (*reply)(std::move(r));
+            }));
       },
-      [shared_done, forget](const Error& e) {
-        forget();
-        (*shared_done)(e);
-      }));
+      [on_error](const Error& e) { on_error(e); });
 }
 
 Result<SessionSnapshot> Service::create_session(session::SessionConfig config) {
-  std::promise<Result<SessionSnapshot>> promise;
-  auto future = promise.get_future();
-  create_session(std::move(config), [&promise](Result<SessionSnapshot> r) { promise.set_value(std::move(r)); });
-  return future.get();
+  return wait_for<Result<SessionSnapshot>>([&](auto done) { create_session(std::move(config), std::move(done)); });
 }
 
 void Service::delete_session(std::string_view id, std::function<void(Status)> done) {
@@ -359,14 +232,36 @@ void Service::delete_session(std::string_view id, std::function<void(Status)> do
     registry_.erase(it);
   }
   handle->deleted = true;
-  worker_->submit(std::make_unique<DeleteTask>(*this, std::move(handle), std::move(done)));
+  auto reply = std::make_shared<std::function<void(Status)>>(std::move(done));
+  loop_->post(
+      [this, handle, reply] {
+        InferenceState& st = *state_;
+        const auto it = st.sessions().find(handle->id());
+        std::uint64_t dropped_pending = 0;
+        if (it != st.sessions().end() && it->second->handle == handle) {
+          const std::uint64_t tenant = it->second->tenant;
+          st.sessions().erase(it);
+          // Its lanes end now: held records are counted as dropped, queries hear why.
+          const std::uint64_t dropped_before = handle->counters().records_dropped.load();
+          st.loop().fail_lanes([tenant](const sched::Lane& lane) { return lane.tenant() == tenant; },
+                               Error::not_found("session " + handle->id() + " was deleted"));
+          dropped_pending = handle->counters().records_dropped.load() - dropped_before;
+        }
+        const SessionCounters& c = handle->counters();
+        InferenceState::Gone& gone = st.gone();
+        gone.pushed += c.records_pushed.load();
+        gone.dropped += c.records_dropped.load();
+        gone.rejected += c.records_rejected.load();
+        gone.ingested += c.records_ingested.load();
+        gone.tokens += c.tokens_ingested.load();
+        handle->events().close("session_deleted", {{"id", handle->id()}, {"dropped_pending", dropped_pending}});
+        (*reply)({});
+      },
+      [reply](const Error& e) { (*reply)(e); });
 }
 
 Status Service::delete_session(std::string_view id) {
-  std::promise<Status> promise;
-  auto future = promise.get_future();
-  delete_session(id, [&promise](Status s) { promise.set_value(std::move(s)); });
-  return future.get();
+  return wait_for<Status>([&](auto done) { delete_session(id, std::move(done)); });
 }
 
 std::shared_ptr<SessionHandle> Service::handle(std::string_view id) const {
@@ -393,22 +288,42 @@ std::vector<SessionSnapshot> Service::sessions() const {
   return out;
 }
 
-void Service::schedule_ingest(const std::shared_ptr<SessionHandle>& handle) {
-  if (!handle->ingest_scheduled.exchange(true)) worker_->submit(std::make_unique<IngestTask>(*this, handle));
-}
-
 Result<PushResult> Service::push(std::string_view id, std::vector<RecordInput> records) {
   auto h = handle(id);
   if (!h) return Error::not_found("unknown session: " + std::string(id));
   if (Status valid = h->validate(records); !valid) return valid.error();
   PushResult result = h->push(std::move(records));
-  if (result.accepted > 0) schedule_ingest(h);
+  if (result.accepted > 0) loop_->wake();
   return result;
 }
 
 Result<PushResult> Service::push_text(std::string_view id, std::vector<std::string> records) {
   return push(
       id, std::vector<RecordInput>(std::make_move_iterator(records.begin()), std::make_move_iterator(records.end())));
+}
+
+Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens) {
+  auto h = handle(id);
+  if (!h) return Error::not_found("unknown session: " + std::string(id));
+  if (max_tokens < 1 || max_tokens > 1024) return Error::invalid("max_tokens", "must be between 1 and 1024");
+  if (normalize_question(question).empty()) return Error::invalid("question", "question is empty");
+  auto added = h->flash().add(std::move(question), max_tokens);
+  if (!added) return added.error();
+  h->flash_requested = true;  // an answer for the current version
+  loop_->wake();
+  return added;
+}
+
+Result<std::vector<FlashQuery>> Service::list_flash(std::string_view id) const {
+  auto h = handle(id);
+  if (!h) return Error::not_found("unknown session: " + std::string(id));
+  return h->flash().list();
+}
+
+Status Service::remove_flash(std::string_view id, std::string_view fid) {
+  auto h = handle(id);
+  if (!h) return Error::not_found("unknown session: " + std::string(id));
+  return h->flash().remove(fid);
 }
 
 void Service::query(std::string_view id, QueryRequest request, std::function<void(std::string_view)> on_text,
@@ -428,15 +343,22 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
     done(std::move(*fast));
     return;
   }
-  worker_->submit(
-      std::make_unique<QueryTask>(*this, std::move(h), std::move(request), std::move(on_text), std::move(done)));
+  auto reply = std::make_shared<std::function<void(Result<QueryOutcome>)>>(std::move(done));
+  loop_->post(
+      [this, h, request = std::move(request), on_text = std::move(on_text), reply]() mutable {
+        InferenceState& st = *state_;
+        const auto it = st.sessions().find(h->id());
+        if (it == st.sessions().end() || it->second->handle != h) {
+          return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        }
+        st.loop().add(std::make_unique<QueryLane>(st, it->second, std::move(request), std::move(on_text),
+                                                  [reply](Result<QueryOutcome> r) { (*reply)(std::move(r)); }));
+      },
+      [reply](const Error& e) { (*reply)(e); });
 }
 
 Result<QueryOutcome> Service::query(std::string_view id, QueryRequest request) {
-  std::promise<Result<QueryOutcome>> promise;
-  auto future = promise.get_future();
-  query(id, std::move(request), {}, [&promise](Result<QueryOutcome> r) { promise.set_value(std::move(r)); });
-  return future.get();
+  return wait_for<Result<QueryOutcome>>([&](auto done) { query(id, std::move(request), {}, std::move(done)); });
 }
 
 Result<std::vector<engine::Token>> Service::prompt_tokens(const GenerateRequest& request) const {
@@ -476,18 +398,24 @@ void Service::generate(GenerateRequest request, std::function<void(std::string_v
     done(tokens.error());
     return;
   }
-  // The completion fits the slot: clamp max_tokens to what is left.
+  // The completion fits its cells: clamp max_tokens to what is left.
   const int limit = std::min(params_.pool_max_tokens, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
   request.generation.max_tokens = std::min(request.generation.max_tokens, limit - static_cast<int>(tokens->size()));
-  worker_->submit(std::make_unique<PoolTask>(*this, std::move(tokens).value(), std::move(request), std::move(on_text),
-                                             std::move(done)));
+  auto reply = std::make_shared<std::function<void(Result<GenerateOutcome>)>>(std::move(done));
+  loop_->post(
+      [this, tokens = std::move(tokens).value(), request = std::move(request), on_text = std::move(on_text),
+       reply]() mutable {
+        InferenceState& st = *state_;
+        st.loop().add(std::make_unique<CompletionLane>(st, st.next_tenant(), std::move(tokens), std::move(request),
+                                                       std::move(on_text),
+                                                       [reply](Result<GenerateOutcome> r) { (*reply)(std::move(r)); }));
+      },
+      [reply](const Error& e) { (*reply)(e); });
 }
 
 Result<GenerateOutcome> Service::generate(GenerateRequest request) {
-  std::promise<Result<GenerateOutcome>> promise;
-  auto future = promise.get_future();
-  generate(std::move(request), {}, [&promise](Result<GenerateOutcome> r) { promise.set_value(std::move(r)); });
-  return future.get();
+  return wait_for<Result<GenerateOutcome>>(
+      [&](auto done) { generate(std::move(request), {}, std::move(done)); });
 }
 
 void Service::prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done) {
@@ -496,35 +424,34 @@ void Service::prompt(std::string_view id, std::string question, std::function<vo
     done(Error::not_found("unknown session: " + std::string(id)));
     return;
   }
-  auto shared_done = std::make_shared<std::function<void(Result<Prompt>)>>(std::move(done));
-  worker_->submit(std::make_unique<CallTask>(
-      sched::Priority::kSession, "prompt",
-      [h, question = std::move(question), shared_done] {
-        const session::Session* s = h->session;
-        if (s == nullptr) return (*shared_done)(Error::not_found("session " + h->id() + " was deleted"));
+  auto reply = std::make_shared<std::function<void(Result<Prompt>)>>(std::move(done));
+  loop_->post(
+      [this, h, question = std::move(question), reply] {
+        const auto it = state_->sessions().find(h->id());
+        if (it == state_->sessions().end()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        const session::Session& s = *it->second->session;
         Prompt p;
-        p.context = s->context_tokens();
-        p.data_version = s->data_version();
+        p.context = s.context_tokens();
+        p.data_version = s.data_version();
         if (!question.empty()) {
-          auto q = s->question_tokens(question);
-          if (!q) return (*shared_done)(q.error());
+          auto q = s.question_tokens(question);
+          if (!q) return (*reply)(q.error());
           p.question = std::move(q).value();
         }
-        (*shared_done)(std::move(p));
+        (*reply)(std::move(p));
       },
-      [shared_done](const Error& e) { (*shared_done)(e); }));
+      [reply](const Error& e) { (*reply)(e); });
 }
 
-void Service::run_on_inference_thread(sched::Priority priority, std::function<void()> fn) {
+void Service::run_on_inference_thread(std::function<void()> fn) {
   std::promise<void> promise;
   auto future = promise.get_future();
-  worker_->submit(std::make_unique<CallTask>(
-      priority, "call",
+  loop_->post(
       [&] {
         fn();
         promise.set_value();
       },
-      [&](const Error&) { promise.set_value(); }));
+      [&](const Error&) { promise.set_value(); });
   future.get();
 }
 
@@ -535,19 +462,21 @@ ServiceStats Service::stats() const {
     std::lock_guard lock(registry_mu_);
     for (const auto& [id, h] : registry_) handles.push_back(h);
   }
+  const InferenceState& state = *state_;
   st.sessions = static_cast<int>(handles.size());
   st.kv_cells_total = static_cast<int>(ctx_->n_ctx());
-  st.kv_cells_used = kv_cells_used_.load();
-  st.kv_cells_reserved = kv_cells_reserved_.load();
-  st.queue_depths = worker_->queue_depths();
+  st.kv_cells_used = state.cells().used();
+  st.kv_cells_reserved = state.session_budget().reserved() + state.pool_budget().reserved();
+  st.kv_cells_budget = state.session_budget().limit() + state.pool_budget().limit();
+  st.default_window = state.window_defaults().window_tokens;
+  st.loop = loop_->stats();
   st.pool_slots = params_.pool_slots;
-  st.pool_busy = pool_busy_.load();
-  st.steps = worker_->steps();
-  st.records_pushed = gone_pushed_.load();
-  st.records_dropped = gone_dropped_.load();
-  st.records_rejected = gone_rejected_.load();
-  st.records_ingested = gone_ingested_.load();
-  st.tokens_ingested = gone_tokens_.load();
+  st.pool_busy = state.pool_seqs().busy();
+  st.records_pushed = state.gone().pushed.load();
+  st.records_dropped = state.gone().dropped.load();
+  st.records_rejected = state.gone().rejected.load();
+  st.records_ingested = state.gone().ingested.load();
+  st.tokens_ingested = state.gone().tokens.load();
   for (const auto& h : handles) {
     const SessionCounters& c = h->counters();
     st.records_pushed += c.records_pushed.load();

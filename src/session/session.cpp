@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
+#include <climits>
 
 #include "aoi/common/check.h"
-#include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
 #include "aoi/session/session_append.h"
 #include "aoi/session/session_query.h"
+#include "aoi/session/session_setup.h"
 
 namespace aoi::session {
 namespace {
@@ -26,20 +26,28 @@ const char* eviction_policy_name(EvictionPolicy policy) {
   return policy == EvictionPolicy::kShift ? "shift" : "recompute";
 }
 
-Session::Session(engine::Context& ctx, SeqId seq, SeqId shadow, SessionConfig config)
-    : ctx_(ctx), seq_(seq), shadow_(shadow), config_(std::move(config)) {}
+Session::Session(engine::Context& ctx, SessionConfig config, sched::SeqLease primary, sched::SeqLease work,
+                 sched::CellLedger& cells)
+    : ctx_(ctx),
+      ledger_(cells),
+      config_(std::move(config)),
+      primary_(std::move(primary)),
+      work_(std::move(work)),
+      cells_(cells),
+      region0_(std::make_shared<SharedRegion0>(SharedRegion0{{}, sched::CellHold(cells)})) {}
 
 Session::~Session() {
-  // The sequences' cells go back to the pool.
-  ctx_.seq_remove(seq_, 0, -1);
-  if (shadow_ >= 0) ctx_.seq_remove(shadow_, 0, -1);
+  // The sequences' cells go back to the pool (Region 0's stay while another session shares them).
+  if (primary_) ctx_.seq_remove(primary_.id(), 0, -1);
+  if (work_) ctx_.seq_remove(work_.id(), 0, -1);
 }
 
-Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq, SeqId shadow, SessionConfig config,
-                                                 const PromptLayout& layout, int cell_limit, int default_cells) {
+Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SessionConfig config, const PromptLayout& layout,
+                                                 sched::SeqLease primary, sched::SeqLease work,
+                                                 const WindowDefaults& defaults, sched::CellLedger& cells) {
   const engine::Model& model = ctx.model();
-  const auto n_seq = static_cast<SeqId>(ctx.n_seq_max());
-  if (seq < 0 || seq >= n_seq || shadow >= n_seq || shadow == seq) return Error::internal("bad sequence ids");
+  AOI_CHECK(ctx.params().kv_unified, "sessions alias cells between sequences: the KV cache must be unified");
+  if (!primary) return Error::internal("no sequence for the session");
   if (config.query_budget < 2) return Error::invalid("query_budget", "must be at least 2 tokens");
   const Retention& retention = config.retention;
   if (retention.max_records && *retention.max_records < 1) {
@@ -51,17 +59,17 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq
   if (!(retention.evict_fraction >= 0.0 && retention.evict_fraction < 1.0)) {
     return Error::invalid("retention.evict_fraction", "must be in [0, 1)");
   }
-  if (config.mode == SessionMode::kStateful && retention.policy == EvictionPolicy::kRecompute && shadow < 0) {
-    return Error::internal("recompute eviction needs a second sequence");
-  }
-  if (config.mode == SessionMode::kNaive || retention.policy == EvictionPolicy::kShift) shadow = -1;
+  const bool copy_on_write = config.mode == SessionMode::kStateful && retention.policy == EvictionPolicy::kRecompute;
+  if (copy_on_write && !work) return Error::internal("a stateful session needs a second sequence");
+  if (!copy_on_write) work.release();
 
-  std::unique_ptr<Session> s(new Session(ctx, seq, shadow, std::move(config)));
+  std::unique_ptr<Session> s(new Session(ctx, std::move(config), std::move(primary), std::move(work), cells));
   const SessionConfig& cfg = s->config_;
-  if (model.adds_bos()) s->region0_.push_back(model.bos());
-  for (Token t : model.tokenize(layout.system_open, false, /*parse_special=*/true)) s->region0_.push_back(t);
+  std::vector<Token>& region0 = s->region0_->tokens;
+  if (model.adds_bos()) region0.push_back(model.bos());
+  for (Token t : model.tokenize(layout.system_open, false, /*parse_special=*/true)) region0.push_back(t);
   if (!cfg.system.empty()) {
-    for (Token t : model.tokenize(cfg.system + "\n", false, /*parse_special=*/false)) s->region0_.push_back(t);
+    for (Token t : model.tokenize(cfg.system + "\n", false, /*parse_special=*/false)) region0.push_back(t);
   }
   s->scaffold_ = model.tokenize(cfg.scaffold.value_or(layout.scaffold), false, true);
   s->question_close_ = model.tokenize(cfg.question_suffix.value_or(layout.question_close), false, true);
@@ -71,48 +79,60 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SeqId seq
     s->ready_tail_ = std::move(tail).value();
   }
 
+  // Positions: the model's trained context and the context's per-sequence limit.
   s->max_position_ =
       std::min(model.n_ctx_train() > 0 ? model.n_ctx_train() : INT32_MAX, static_cast<int>(ctx.n_ctx_seq()));
   const int fixed = s->n_region0() + s->n_after_data() + cfg.query_budget;
   if (fixed >= s->max_position_) {
     return Error::invalid("system", "system text, scaffold and query budget take " + std::to_string(fixed) +
-                                        " positions; the context allows " + std::to_string(s->max_position_));
+                                        " positions; the model allows " + std::to_string(s->max_position_));
   }
-  // Positions: the model's trained context (and the context's per-sequence limit).
   const int room = s->max_position_ - fixed;
   if (cfg.retention.max_tokens && *cfg.retention.max_tokens > room) {
     return Error::invalid("retention.max_tokens", "the model's context of " + std::to_string(s->max_position_) +
                                                       " positions leaves room for at most " + std::to_string(room) +
                                                       " tokens beside the system text and query budget");
   }
-  // KV cells (twice the window with a rebuild sequence): an explicit window must fit in what is free; a
-  // default one takes what fits in its fair share of the cache, so that the next session still fits.
-  const int copies = shadow >= 0 ? 2 : 1;
-  const int after = s->n_after_data();
-  auto window_in = [&](int cells) { return (cells - fixed - (copies - 1) * after) / copies; };
-  const int free_room = window_in(cell_limit);
-  if (cfg.retention.max_tokens ? *cfg.retention.max_tokens > free_room : free_room < 1) {
-    const int want = fixed + copies * (cfg.retention.max_tokens.value_or(1) + after) - after;
-    std::string message = "the session needs " + std::to_string(want) + " KV cells; " +
-                          std::to_string(std::max(cell_limit, 0)) + " are free";
-    if (free_room >= 1) message += " (a window of at most " + std::to_string(free_room) + " tokens fits)";
-    return Error::overloaded(message);
-  }
-  s->max_data_tokens_ =
-      cfg.retention.max_tokens.value_or(std::min({room, free_room, std::max(1, window_in(default_cells))}));
-
-  if (cfg.mode == SessionMode::kStateful) {
-    ctx.seq_remove(seq, 0, -1);
-    if (shadow >= 0) ctx.seq_remove(shadow, 0, -1);
-    if (Status st = s->decode_scaffold(); !st) return st.error();
+  // The window: what the client asked for; a record limit alone is bounded only by the positions (records are
+  // never evicted early by a token limit nobody asked for); no limit at all gets the server's default.
+  int projected_window = 0;
+  if (cfg.retention.max_tokens) {
+    s->max_data_tokens_ = *cfg.retention.max_tokens;
+    projected_window = s->max_data_tokens_;
+  } else if (cfg.retention.max_records) {
+    s->max_data_tokens_ = room;
+    const long per_records = static_cast<long>(*cfg.retention.max_records) * std::max(1, defaults.tokens_per_record);
+    projected_window = static_cast<int>(std::min<long>(room, per_records));
   } else {
-    s->scaffold_ready_ = true;  // nothing is kept in the cache between naive queries
+    s->max_data_tokens_ = std::min(room, std::max(1, defaults.window_tokens));
+    projected_window = s->max_data_tokens_;
   }
+  s->projected_cells_ = fixed + projected_window;
   return s;
 }
 
-EvictionPolicy Session::eviction_policy() const {
-  return shadow_ >= 0 ? EvictionPolicy::kRecompute : EvictionPolicy::kShift;
+std::unique_ptr<SessionSetup> Session::begin_setup(Session* donor) {
+  AOI_CHECK(!set_up_, "a session is set up once");
+  if (config_.mode == SessionMode::kNaive) {
+    // Nothing stays in the cache between naive queries.
+    set_up_ = true;
+    scaffold_ready_ = true;
+    return nullptr;
+  }
+  ctx_.seq_remove(seq(), 0, -1);
+  if (work_) ctx_.seq_remove(work_.id(), 0, -1);
+  const bool share = donor != nullptr && donor != this && donor->set_up_ && donor->mode() == SessionMode::kStateful &&
+                     donor->region0_->tokens == region0_->tokens;
+  if (share) {
+    ctx_.seq_copy(donor->seq(), seq(), 0, donor->n_region0());
+    region0_ = donor->region0_;
+    return std::unique_ptr<SessionSetup>(
+        new SessionSetup(*this, engine::TokenFeed(seq(), n_region0(), after_data(), /*logits_at_end=*/true)));
+  }
+  std::vector<Token> tokens = region0_->tokens;
+  const auto after = after_data();
+  tokens.insert(tokens.end(), after.begin(), after.end());
+  return std::unique_ptr<SessionSetup>(new SessionSetup(*this, engine::TokenFeed(seq(), 0, std::move(tokens), true)));
 }
 
 Result<TokenizedRecord> Session::prepare_record(std::string_view text, std::uint64_t seq, size_t index) const {
@@ -133,30 +153,22 @@ Result<TokenizedRecord> Session::prepare_tokens(std::vector<Token> tokens, std::
   return TokenizedRecord{seq, std::move(tokens)};
 }
 
-Result<AppendStats> Session::append_text(std::span<const std::string> texts) {
-  std::vector<TokenizedRecord> records;
-  records.reserve(texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) {
-    auto r = prepare_record(texts[i], last_record_seq_ + 1 + i, i);
-    if (!r) return r.error();
-    records.push_back(std::move(r).value());
-  }
-  return append(std::move(records));
-}
-
-Result<AppendStats> Session::append(std::vector<TokenizedRecord> records) {
-  auto job = begin_append(std::move(records));
-  if (!job) return job.error();
-  return (*job)->run();
-}
-
 RetentionLimits Session::retention_limits() const {
   return {max_data_tokens_, config_.retention.max_records.value_or(0), config_.retention.policy,
           config_.retention.evict_fraction};
 }
 
+bool Session::can_begin_append() const {
+  if (!set_up_ || append_running_) return false;
+  const bool in_place = config_.mode == SessionMode::kStateful && eviction_policy() == EvictionPolicy::kShift;
+  return !in_place || readers_ == 0;
+}
+
 Result<std::unique_ptr<SessionAppend>> Session::begin_append(std::vector<TokenizedRecord> records) {
-  if (append_running_) return Error::conflict("an append is already running on session " + id());
+  if (!can_begin_append()) {
+    return Error::conflict(append_running_ ? "an append is already running on session " + id()
+                                           : "session " + id() + " is busy");
+  }
   std::vector<int> old_sizes;
   old_sizes.reserve(records_.size());
   for (const auto& r : records_) old_sizes.push_back(static_cast<int>(r.tokens.size()));
@@ -182,56 +194,60 @@ Result<std::unique_ptr<SessionAppend>> Session::begin_append(std::vector<Tokeniz
   std::deque<TokenizedRecord> fresh(std::make_move_iterator(records.begin() + static_cast<long>(plan.drop_incoming)),
                                     std::make_move_iterator(records.end()));
   using Kind = SessionAppend::Kind;
+  append_running_ = true;
 
   if (config_.mode == SessionMode::kNaive) {
-    append_running_ = true;
-    return std::unique_ptr<SessionAppend>(new SessionAppend(*this, Kind::kBookkeeping, seq_, 0, {}, std::move(fresh),
-                                                            n_evict_old, n_batch_records, stats));
+    std::unique_ptr<SessionAppend> job(new SessionAppend(*this, Kind::kBookkeeping, {}, std::move(fresh), n_evict_old,
+                                                         n_batch_records, stats));
+    job->finish(-1);
+    return job;
   }
 
-  if (n_evict_old > 0 && eviction_policy() == EvictionPolicy::kRecompute) {
-    // Rebuild: Region 0 is shared with the second sequence (metadata only in a unified cache); the retained
-    // and new records and the scaffold are decoded afresh there.
-    std::deque<TokenizedRecord> window(records_.begin() + static_cast<long>(n_evict_old), records_.end());
-    window.insert(window.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
-    ctx_.seq_remove(shadow_, 0, -1);
+  const auto after = after_data();
+  const Pos data_end = n_region0() + n_data_tokens_;
+  if (eviction_policy() == EvictionPolicy::kRecompute) {
+    // Copy-on-write on the work sequence: it shares the primary's cells, the primary stays as it is.
+    ctx_.seq_remove(work_.id(), 0, -1);
     std::vector<Token> tokens;
-    Pos start = n_region0();
-    if (ctx_.params().kv_unified) {
-      ctx_.seq_copy(seq_, shadow_, 0, n_region0());
+    std::deque<TokenizedRecord> window;
+    Pos start = data_end;
+    if (n_evict_old > 0) {
+      // Rebuild: Region 0 is shared; the retained and new records and the scaffold are decoded afresh.
+      ctx_.seq_copy(seq(), work_.id(), 0, n_region0());
+      start = n_region0();
+      window.assign(records_.begin() + static_cast<long>(n_evict_old), records_.end());
+      for (const auto& r : window) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
+      stats.rebuilt = true;
     } else {
-      tokens = region0_;
-      start = 0;
+      ctx_.seq_copy(seq(), work_.id(), 0, data_end);
     }
-    for (const auto& r : window) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
-    const auto after = after_data();
+    for (const auto& r : fresh) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
+    window.insert(window.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
     tokens.insert(tokens.end(), after.begin(), after.end());
-    stats.rebuilt = true;
-    append_running_ = true;
-    return std::unique_ptr<SessionAppend>(new SessionAppend(*this, Kind::kRebuild, shadow_, start, std::move(tokens),
-                                                            std::move(window), 0, n_batch_records, stats));
+    return std::unique_ptr<SessionAppend>(
+        new SessionAppend(*this, Kind::kCopyOnWrite, engine::TokenFeed(work_.id(), start, std::move(tokens), true),
+                          std::move(window), 0, n_batch_records, stats));
   }
 
-  // In place: the append writes the primary sequence from here to its last step.
-  if (primary_busy_) return Error::conflict("a query is running on session " + id());
-  primary_busy_ = true;
-  append_running_ = true;
-  strip_scaffold();
+  // In place (shift eviction): the append writes the primary from here to its last step.
+  writer_ = true;
+  ctx_.seq_remove(seq(), data_end, -1);
+  scaffold_ready_ = false;
   if (n_evict_old > 0) {
-    // Shift eviction: drop the oldest records' cells and slide the rest down; positions stay contiguous.
+    // Drop the oldest records' cells and slide the rest down; positions stay contiguous.
     records_.erase(records_.begin(), records_.begin() + static_cast<long>(n_evict_old));
     n_data_tokens_ -= evicted_old_tokens;
     const Pos p0 = n_region0();
-    ctx_.seq_remove(seq_, p0, p0 + evicted_old_tokens);
-    ctx_.seq_shift(seq_, p0 + evicted_old_tokens, -1, -evicted_old_tokens);
+    ctx_.seq_remove(seq(), p0, p0 + evicted_old_tokens);
+    ctx_.seq_shift(seq(), p0 + evicted_old_tokens, -1, -evicted_old_tokens);
   }
+  cells_.set(own_cells());
   std::vector<Token> tokens;
   for (const auto& r : fresh) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
-  const auto after = after_data();
   tokens.insert(tokens.end(), after.begin(), after.end());
-  return std::unique_ptr<SessionAppend>(new SessionAppend(*this, Kind::kInPlace, seq_, n_region0() + n_data_tokens_,
-                                                          std::move(tokens), std::move(fresh), n_evict_old,
-                                                          n_batch_records, stats));
+  return std::unique_ptr<SessionAppend>(new SessionAppend(
+      *this, Kind::kInPlace, engine::TokenFeed(seq(), n_region0() + n_data_tokens_, std::move(tokens), true),
+      std::move(fresh), n_evict_old, n_batch_records, stats));
 }
 
 std::vector<Token> Session::after_data() const {
@@ -240,58 +256,8 @@ std::vector<Token> Session::after_data() const {
   return tokens;
 }
 
-void Session::strip_scaffold() {
-  ctx_.seq_remove(seq_, n_region0() + n_data_tokens_, -1);
-  scaffold_ready_ = false;
-  tail_decoded_ = false;
-}
-
-void Session::keep_ready_logits() {
-  const float* logits = ctx_.logits(-1);
-  ready_logits_.assign(logits, logits + ctx_.model().n_vocab());
-}
-
-Status Session::decode_scaffold() {
-  // Whatever of Regions 0-1 the cache lacks (all of it at creation) is decoded too.
-  const Pos have = ctx_.seq_pos_max(seq_) + 1;
-  const Pos data_end = n_region0() + n_data_tokens_;
-  AOI_CHECK(have == data_end || have == 0, "scaffold decode on an unexpected cache state");
-  std::vector<Token> tokens;
-  if (have == 0) {
-    tokens = region0_;
-    for (const auto& r : records_) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
-  }
-  const auto after = after_data();
-  tokens.insert(tokens.end(), after.begin(), after.end());
-  if (tokens.empty()) {
-    scaffold_ready_ = true;
-    return {};
-  }
-  engine::Batch batch(static_cast<int>(ctx_.n_batch()));
-  for (size_t done = 0; done < tokens.size();) {
-    const size_t n = std::min(tokens.size() - done, static_cast<size_t>(batch.capacity()));
-    batch.clear();
-    batch.add_run(std::span(tokens).subspan(done, n), have + static_cast<Pos>(done), seq_, done + n == tokens.size());
-    if (Status st = ctx_.decode_or_error(batch); !st) {
-      ctx_.seq_remove(seq_, have, -1);
-      return st;
-    }
-    done += n;
-  }
-  keep_ready_logits();
-  scaffold_ready_ = true;
-  tail_decoded_ = !ready_tail_.empty();
-  return {};
-}
-
-int Session::footprint() const {
-  const int after = n_after_data();
-  const int primary = n_region0() + max_data_tokens_ + after + config_.query_budget;
-  return shadow_ >= 0 ? primary + max_data_tokens_ + after : primary;
-}
-
 std::vector<Token> Session::context_tokens() const {
-  std::vector<Token> tokens(region0_);
+  std::vector<Token> tokens(region0_->tokens);
   for (const auto& r : records_) tokens.insert(tokens.end(), r.tokens.begin(), r.tokens.end());
   tokens.insert(tokens.end(), scaffold_.begin(), scaffold_.end());
   return tokens;
@@ -311,12 +277,13 @@ Result<std::vector<Token>> Session::question_tokens(std::string_view question) c
   return tokens;
 }
 
-Result<std::unique_ptr<SessionQuery>> Session::start_query(QueryParams params,
+Result<std::unique_ptr<SessionQuery>> Session::begin_query(QueryParams params, sched::SeqLease scratch,
                                                            std::function<void(std::string_view)> on_text) {
   auto question = question_tokens(params.question);
   if (!question) return question.error();
   if (params.generation.max_tokens < 0) return Error::invalid("max_tokens", "must not be negative");
-  if (primary_busy_) return Error::conflict("session " + id() + " is busy");
+  if (!can_fork()) return Error::conflict("session " + id() + " is busy");
+  if (!scratch) return Error::internal("no sequence for the query");
 
   const int n_question = static_cast<int>(question->size());
   const Pos data_end = n_region0() + n_data_tokens_;
@@ -329,37 +296,22 @@ Result<std::unique_ptr<SessionQuery>> Session::start_query(QueryParams params,
   }
   params.generation.max_tokens = std::min(params.generation.max_tokens, room - n_question);
 
+  ctx_.seq_remove(scratch.id(), 0, -1);
   std::vector<Token> prompt;
   Pos region2_start = 0;
   if (config_.mode == SessionMode::kStateful) {
-    if (scaffold_ready_) {
-      region2_start = query_pos();
-      if (tail_decoded_) {
-        // The ready question sits where this question goes: take it out (the next append restores it; the
-        // ready logits of this version are kept).
-        ctx_.seq_remove(seq_, region2_start, -1);
-        tail_decoded_ = false;
-      }
-    } else {
-      // The last append could not restore the scaffold: decode it with the question.
-      strip_scaffold();
-      region2_start = data_end;
-      prompt = scaffold_;
-    }
+    // The fork shares the primary's cells up to the scaffold (not the ready tail, where this question goes).
+    // Without a decoded scaffold (an in-place append failed), the fork ends at the data and decodes it.
+    region2_start = scaffold_ready_ ? query_pos() : data_end;
+    if (!scaffold_ready_) prompt = scaffold_;
+    ctx_.seq_copy(seq(), scratch.id(), 0, region2_start);
   } else {
-    ctx_.seq_remove(seq_, 0, -1);
     prompt = context_tokens();
   }
   prompt.insert(prompt.end(), question->begin(), question->end());
-  primary_busy_ = true;
-  return std::unique_ptr<SessionQuery>(new SessionQuery(*this, region2_start, n_question, std::move(prompt),
-                                                        std::move(params.generation), std::move(on_text)));
-}
-
-Result<Answer> Session::query(QueryParams params) {
-  auto q = start_query(std::move(params));
-  if (!q) return q.error();
-  return (*q)->run();
+  return std::unique_ptr<SessionQuery>(new SessionQuery(*this, std::move(scratch), region2_start, n_question,
+                                                        std::move(prompt), std::move(params.generation),
+                                                        std::move(on_text)));
 }
 
 }  // namespace aoi::session

@@ -15,68 +15,49 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 }  // namespace
 
-SessionAppend::SessionAppend(Session& session, Kind kind, SeqId target, Pos start, std::vector<Token> tokens,
-                             std::deque<TokenizedRecord> window, size_t evict_old, int n_records, AppendStats stats)
+SessionAppend::SessionAppend(Session& session, Kind kind, engine::TokenFeed feed, std::deque<TokenizedRecord> window,
+                             size_t evict_old, int n_records, AppendStats stats)
     : s_(session),
       kind_(kind),
-      target_(target),
-      start_(start),
-      tokens_(std::move(tokens)),
+      feed_(std::move(feed)),
       window_(std::move(window)),
       evict_old_(evict_old),
       n_records_(n_records),
       stats_(stats),
-      batch_(kind == Kind::kBookkeeping ? 1 : static_cast<int>(session.ctx_.n_batch())),
+      cells_(session.ledger_),
       t_start_(Clock::now()) {}
 
 SessionAppend::~SessionAppend() {
   if (!done_) roll_back();
 }
 
-bool SessionAppend::needs_primary() const {
-  if (done_) return false;
-  // A rebuild writes only its own sequence until the swap.
-  return kind_ == Kind::kInPlace || (kind_ == Kind::kRebuild && n_decoded_ == tokens_.size());
+sched::Demand SessionAppend::demand() const {
+  if (done_) return {};
+  return {0, feed_.left(), feed_.started()};
 }
 
-bool SessionAppend::can_step() const {
-  return done_ || kind_ != Kind::kRebuild || n_decoded_ < tokens_.size() || !s_.primary_busy_;
-}
+void SessionAppend::add_rows(engine::Batch& batch, const sched::Grant& grant) { feed_.add(batch, grant.prefill); }
 
-Result<StepResult> SessionAppend::step() {
-  if (done_) return StepResult::kDone;
-  if (n_decoded_ < tokens_.size()) {
-    const size_t n = std::min(tokens_.size() - n_decoded_, static_cast<size_t>(batch_.capacity()));
-    const bool last = n_decoded_ + n == tokens_.size();
-    batch_.clear();
-    batch_.add_run(std::span(tokens_).subspan(n_decoded_, n), start_ + static_cast<Pos>(n_decoded_), target_, last);
-    if (Status st = s_.ctx_.decode_or_error(batch_); !st) {
-      roll_back();
-      return st.error();
-    }
-    n_decoded_ += n;
-    stats_.tokens_decoded += static_cast<int>(n);
-    if (!last) return StepResult::kRunning;
-    // Other work may decode before the swap: keep these logits now.
-    const float* logits = s_.ctx_.logits(-1);
-    ready_logits_.assign(logits, logits + s_.ctx_.model().n_vocab());
+void SessionAppend::take() {
+  if (done_) return;
+  const int added = feed_.left();
+  const int row = feed_.commit();
+  const int decoded = added - feed_.left();
+  stats_.tokens_decoded += decoded;
+  if (kind_ == Kind::kCopyOnWrite) {
+    cells_.add(decoded);
+  } else {
+    s_.cells_.add(decoded);
   }
-  if (kind_ == Kind::kRebuild && s_.primary_busy_) return StepResult::kBlocked;
-  finish();
-  return StepResult::kDone;
+  if (row >= 0) finish(row);
 }
 
-Result<AppendStats> SessionAppend::run() {
-  while (!done_) {
-    auto r = step();
-    if (!r) return r.error();
-    if (*r == StepResult::kBlocked) return Error::conflict("the append waits for a query on session " + s_.id());
-  }
-  return stats_;
-}
-
-void SessionAppend::finish() {
+void SessionAppend::finish(int logits_row) {
   Session& s = s_;
+  if (logits_row >= 0) {
+    const float* logits = s.ctx_.logits(logits_row);
+    s.ready_logits_.assign(logits, logits + s.ctx_.model().n_vocab());
+  }
   std::uint64_t last_seq = 0;
   for (const auto& r : window_) last_seq = std::max(last_seq, r.seq);
   switch (kind_) {
@@ -93,16 +74,19 @@ void SessionAppend::finish() {
         s.n_data_tokens_ += static_cast<int>(r.tokens.size());
         s.records_.push_back(std::move(r));
       }
-      if (kind_ == Kind::kInPlace) s.primary_busy_ = false;
+      s.writer_ = false;
       break;
-    case Kind::kRebuild: {
-      // The rebuilt sequence becomes the primary; the old one's cells are freed.
-      s.ctx_.seq_remove(s.seq_, 0, -1);
-      std::swap(s.seq_, s.shadow_);
+    case Kind::kCopyOnWrite: {
+      // The work sequence becomes the primary; the old primary's cells that nothing else shares are freed.
+      s.ctx_.seq_remove(s.seq(), 0, -1);
+      swap(s.primary_, s.work_);
+      if (stats_.rebuilt) {
+        // The window was decoded afresh: it is the retained records and the new ones.
+        s.records_.clear();
+        s.n_data_tokens_ = 0;
+      }
       // Records that were already retained are not "added"; the batch's records are.
       const std::uint64_t first_new = s.last_record_seq_;
-      s.records_.clear();
-      s.n_data_tokens_ = 0;
       for (auto& r : window_) {
         if (r.seq > first_new) {
           stats_.records_added++;
@@ -111,14 +95,12 @@ void SessionAppend::finish() {
         s.n_data_tokens_ += static_cast<int>(r.tokens.size());
         s.records_.push_back(std::move(r));
       }
+      cells_.set(0);
       break;
     }
   }
-  if (kind_ != Kind::kBookkeeping) {
-    s.ready_logits_ = std::move(ready_logits_);
-    s.scaffold_ready_ = true;
-    s.tail_decoded_ = !s.ready_tail_.empty();
-  }
+  if (kind_ != Kind::kBookkeeping) s.scaffold_ready_ = true;
+  s.cells_.set(s.mode() == SessionMode::kStateful ? s.own_cells() : 0);
   // Everything the batch evicted: old records, and records of the batch that never fitted.
   s.records_evicted_ += static_cast<std::uint64_t>(stats_.records_evicted);
   s.tokens_evicted_ += static_cast<std::uint64_t>(stats_.tokens_evicted);
@@ -136,13 +118,16 @@ void SessionAppend::roll_back() {
   for (const auto& r : window_) s.last_record_seq_ = std::max(s.last_record_seq_, r.seq);
   switch (kind_) {
     case Kind::kBookkeeping: break;
-    case Kind::kRebuild: s.ctx_.seq_remove(target_, 0, -1); break;
+    case Kind::kCopyOnWrite:
+      // The primary never changed: dropping the work sequence is all.
+      s.ctx_.seq_remove(s.work_.id(), 0, -1);
+      cells_.set(0);
+      break;
     case Kind::kInPlace:
-      // Take the partial batch out and put the scaffold back (if the cache lets us; a later query or append
-      // decodes it otherwise).
-      s.ctx_.seq_remove(s.seq_, start_, -1);
-      (void)s.decode_scaffold();
-      s.primary_busy_ = false;
+      // Take the partial batch out. The scaffold is gone too: the next append or query decodes it.
+      s.ctx_.seq_remove(s.seq(), feed_.start(), -1);
+      s.writer_ = false;
+      s.cells_.set(s.own_cells());
       // Shift eviction has already changed the retained context: those records are gone.
       if (evict_old_ > 0) {
         ++s.version_;

@@ -5,45 +5,49 @@
 
 namespace aoi::session {
 
-SessionQuery::SessionQuery(Session& session, Pos region2_start, int n_question, std::vector<Token> prompt,
-                           engine::GenerationParams params, std::function<void(std::string_view)> on_text)
+SessionQuery::SessionQuery(Session& session, sched::SeqLease scratch, Pos region2_start, int n_question,
+                           std::vector<Token> prompt, engine::GenerationParams params,
+                           std::function<void(std::string_view)> on_text)
     : session_(session),
+      scratch_(std::move(scratch)),
+      cells_(session.ledger_),
+      forked_(session.mode() == SessionMode::kStateful),
       region2_start_(region2_start),
       n_question_(n_question),
       version_(session.data_version()),
-      generation_(session.ctx_, session.seq_, region2_start, std::move(prompt), std::move(params), std::move(on_text)),
-      t_start_(std::chrono::steady_clock::now()) {}
+      generation_(session.ctx_.model(), scratch_.id(), region2_start, std::move(prompt), std::move(params),
+                  std::move(on_text)),
+      t_start_(std::chrono::steady_clock::now()) {
+  if (forked_) session_.readers_++;
+}
 
 SessionQuery::~SessionQuery() {
-  if (!finished_) finish();
+  // The fork's own cells go; the cells it shared stay with the primary (or, if the primary has moved on
+  // since, go now).
+  session_.ctx_.seq_remove(scratch_.id(), 0, -1);
+  if (forked_) session_.readers_--;
 }
 
-void SessionQuery::finish() {
-  finished_ = true;
-  total_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start_).count();
-  // Region 2 goes; in naive mode that is the whole recompute.
-  session_.ctx_.seq_remove(session_.seq_, region2_start_, -1);
-  session_.primary_busy_ = false;
+sched::Demand SessionQuery::demand() const {
+  if (generation_.done()) return {};
+  return {generation_.wants_decode() ? 1 : 0, generation_.prompt_left(), generation_.prompt_started()};
 }
 
-Result<StepResult> SessionQuery::step() {
-  if (finished_) return StepResult::kDone;
-  auto r = generation_.step();
-  if (!r || *r == engine::Generation::Step::kDone) finish();
-  if (!r) return r.error();
-  return *r == engine::Generation::Step::kDone ? StepResult::kDone : StepResult::kRunning;
-}
-
-Result<Answer> SessionQuery::run() {
-  while (!finished_) {
-    auto r = step();
-    if (!r) return r.error();
+void SessionQuery::add_rows(engine::Batch& batch, const sched::Grant& grant) {
+  if (generation_.prompt_left() > 0) {
+    generation_.add_rows(batch, grant.prefill);
+  } else if (grant.decode) {
+    generation_.add_rows(batch, 0);
   }
-  return take_answer();
+}
+
+void SessionQuery::take() {
+  generation_.take(session_.ctx_);
+  cells_.set(generation_.next_pos() - region2_start_);
 }
 
 Answer SessionQuery::take_answer() {
-  AOI_CHECK(finished_, "answer taken before the query ended");
+  AOI_CHECK(generation_.done(), "answer taken before the query ended");
   engine::GenerationResult g = generation_.take_result();
   Answer a;
   a.text = g.text;
@@ -55,7 +59,7 @@ Answer SessionQuery::take_answer() {
   a.first_gap = g.top.empty() ? 0.0f : g.top.front().gap();
   a.prompt_ms = g.prompt_ms;
   a.generate_ms = g.generate_ms;
-  a.total_ms = total_ms_;
+  a.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start_).count();
   a.details = std::move(g);
   return a;
 }

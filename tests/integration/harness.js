@@ -223,7 +223,7 @@ async function serverState(server) {
       return `(${p} failed: ${err.message})`;
     }
   };
-  const metrics = (await probe('/metrics')).split('\n').filter((l) => /^aoi_(queue|inference_steps|kv|sessions|http_requests)/.test(l));
+  const metrics = (await probe('/metrics')).split('\n').filter((l) => /^aoi_(lanes|inference_passes|kv|sessions|http_requests)/.test(l));
   return `metrics:\n${metrics.join('\n')}\nsessions: ${await probe('/v1/sessions')}\n` +
     `log:\n${server.logs().slice(-3000)}`;
 }

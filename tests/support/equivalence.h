@@ -1,5 +1,13 @@
-// Comparing a stateful answer with the full-recompute (naive) answer to the same question over the same
-// retained context.
+// The strict equivalence rule (DESIGN §6): the stateful path answers with the same greedy tokens as a full
+// recompute over the same retained context.
+//
+// The two paths decode the same tokens in other batch shapes (other passes, other neighbours, other KV cells),
+// so their logits differ by float noise; that noise is measured (Equivalence.NoiseIsWithinTheRule keeps the
+// figure honest) and bounded here by kLogitNoise. Two tokens can swap places only where the recompute's
+// top-1/top-2 gap is smaller than the two paths' noise on both logits, 2 * kLogitNoise; kTieGap adds a
+// margin of 1.5 on that. A differing token is excused only there, and only when the stateful token is the
+// recompute's runner-up; every excuse is counted, and the tests bound the count. After the first differing
+// token the two answers continue from different text and are not compared further.
 #pragma once
 
 #include <string>
@@ -8,24 +16,41 @@
 
 namespace aoi::test {
 
-// The two paths decode the same tokens in other batch shapes (and other KV cells), so logits move by float
-// noise: up to ~0.01 with the F16 test model (logits spread over about +-15). Greedy choices whose top-1/top-2
-// gap is below kNearTieGap may differ; the logits that choose the first answer token must agree within
-// kFirstLogitsTolerance (a real divergence, like shift eviction's, moves them by ~1).
-inline constexpr float kNearTieGap = 0.1f;
-inline constexpr float kFirstLogitsTolerance = 0.05f;
+// Largest difference between the two paths' logits at equal positions, measured on the test models
+// (F16 test-micro: logits spread over about +-15).
+inline constexpr float kLogitNoise = 0.02f;
+inline constexpr float kTieGap = 1.5f * 2.0f * kLogitNoise;
+
+enum class Verdict {
+  kIdentical,  // same tokens
+  kExcused,    // differ at a measured near-tie, the stateful token being the recompute's runner-up
+  kFailed,
+};
+const char* verdict_name(Verdict v);
 
 struct Comparison {
   bool same_tokens = false;
-  int first_difference = -1;  // answer index of the first differing token, -1 if none
-  float naive_gap_there = 0;  // the naive run's top-1/top-2 gap at that index
-  float max_first_logit_diff = 0;
-  // Same tokens, or a divergence at a near-tie; and first-token logits within tolerance.
-  bool acceptable() const;
+  int first_difference = -1;      // answer index of the first differing token, -1 if none
+  float recompute_gap_there = 0;  // the recompute's top-1/top-2 gap there (infinite when it ended there)
+  bool runner_up = false;         // the stateful token there is the recompute's second choice
+  float max_first_logit_diff = 0; // over the whole vocabulary, at the first answer token
+  float max_top_logit_diff = 0;   // top-1 logits at equal positions before any difference
+  Verdict verdict() const;
   std::string describe() const;
 };
 
 // Both answers must have been asked with keep_first_logits.
-Comparison compare(const session::Answer& stateful, const session::Answer& naive);
+Comparison compare(const session::Answer& stateful, const session::Answer& recompute);
+
+// Counts of a run of comparisons.
+struct Tally {
+  int n = 0;
+  int identical = 0;
+  int excused = 0;
+  int failed = 0;
+  float worst_noise = 0;  // largest logit difference seen at equal positions
+  void add(const Comparison& c);
+  std::string describe() const;
+};
 
 }  // namespace aoi::test

@@ -1,18 +1,21 @@
-// aoi replay: streams records into a session in-process and times questions at chosen context sizes, in
-// stateful and naive (recompute-per-query) mode, on the same model and threads.
+// aoi replay: streams records into a session of an in-process service (the server's inference loop, no HTTP)
+// and times questions at chosen context sizes, in stateful and naive (recompute-per-query) mode, on the same
+// model and threads.
 #include "replay.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <fstream>
 #include <map>
 
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
-#include "aoi/session/session_manager.h"
+#include "aoi/service/service.h"
 #include "aoi/workload/ohlcv.h"
 
 namespace aoi::cli {
@@ -66,23 +69,49 @@ class RecordSource {
   bool from_file_ = false;
 };
 
-Result<ModeRun> run_mode(engine::Model& model, const ReplayOptions& o, session::SessionMode mode) {
+// Sleeps until the session has ingested `seq`, woken by its data_updated events.
+void wait_ingested(service::Service& svc, const std::string& id, std::uint64_t seq) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t last = 0;
+  auto& events = svc.handle(id)->events();
+  const auto token = events.subscribe([&](const service::Event& e) {
+    if (e.type != "data_updated") return;
+    std::lock_guard lock(mu);
+    last = std::max(last, e.data["last_seq"].get<std::uint64_t>());
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  last = std::max(last, svc.session(id)->last_seq_ingested);
+  cv.wait(lock, [&] { return last >= seq; });
+  lock.unlock();
+  events.unsubscribe(token);
+}
+
+Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
   const int max_checkpoint = *std::max_element(o.checkpoints.begin(), o.checkpoints.end());
   // By default nothing is evicted before the last checkpoint (the append that reaches it may overshoot it by
   // a batch): eviction is not what this measures.
   const int window = o.retention_tokens > 0 ? o.retention_tokens : max_checkpoint + 4096;
-  const bool shadow = mode == session::SessionMode::kStateful && o.eviction == session::EvictionPolicy::kRecompute;
-  engine::ContextParams cp;
-  cp.n_ctx = static_cast<std::uint32_t>((shadow ? 2 : 1) * (window + 256) + 1024);
-  cp.n_batch = static_cast<std::uint32_t>(o.batch_size);
-  cp.n_ubatch = cp.n_batch;
-  cp.n_threads = o.threads;
-  cp.n_threads_batch = o.threads;
-  cp.n_seq_max = 2;
-  cp.flash_attn = o.flash_attn ? engine::FlashAttn::kOn : engine::FlashAttn::kOff;
-  auto ctx = engine::Context::create(model, cp);
-  if (!ctx) return ctx.error();
-  session::SessionManager sessions(**ctx, session::PromptLayout::for_model(model), {.max_sessions = 1});
+  service::ServiceParams p;
+  p.model.path = o.model;
+  // The window, and room for a rebuild of it beside (recompute eviction), a question and the pass.
+  p.context.n_ctx = static_cast<std::uint32_t>(2 * (window + 256) + 1024);
+  p.context.n_batch = static_cast<std::uint32_t>(o.batch_size);
+  p.context.n_ubatch = p.context.n_batch;
+  p.context.n_threads = o.threads;
+  p.context.n_threads_batch = o.threads;
+  p.context.flash_attn = o.flash_attn ? engine::FlashAttn::kOn : engine::FlashAttn::kOff;
+  p.max_sessions = 1;
+  p.pool_slots = 0;
+  p.max_flash = 0;
+  p.kv_budget = 1.0;
+  // One append per pushed batch of records, as the records arrive (the append is chunked into passes).
+  p.ingest_batch_tokens = 1 << 30;
+  p.ring_capacity = static_cast<size_t>(std::max(1024, 4 * o.batch_records));
+  auto started = service::Service::start(p);
+  if (!started) return started.error();
+  service::Service& svc = **started;
   session::SessionConfig config;
   config.id = "replay";
   config.system = o.system;
@@ -90,51 +119,46 @@ Result<ModeRun> run_mode(engine::Model& model, const ReplayOptions& o, session::
   config.retention.max_tokens = window;
   config.retention.policy = o.eviction;
   config.query_budget = 256;
-  auto created = sessions.create(config);
-  if (!created) return created.error();
-  session::Session& s = **created;
+  if (auto created = svc.create_session(config); !created) return created.error();
 
   ModeRun run;
   RecordSource source(o);
   std::vector<int> checkpoints = o.checkpoints;
   std::sort(checkpoints.begin(), checkpoints.end());
   size_t next_checkpoint = 0;
-  std::uint64_t seq = 0;
   while (next_checkpoint < checkpoints.size()) {
-    std::vector<session::TokenizedRecord> batch;
+    std::vector<std::string> batch;
     std::string line;
-    for (int i = 0; i < o.batch_records && source.next(line); ++i) {
-      auto r = s.prepare_record(line, ++seq);
-      if (!r) return r.error();
-      batch.push_back(std::move(r).value());
-    }
+    for (int i = 0; i < o.batch_records && source.next(line); ++i) batch.push_back(line);
     if (batch.empty()) break;
+    const std::uint64_t tokens_before = svc.handle("replay")->counters().tokens_ingested.load();
     const auto t0 = Clock::now();
-    auto stats = s.append(std::move(batch));
-    if (!stats) return stats.error();
+    auto pushed = svc.push_text("replay", std::move(batch));
+    if (!pushed) return pushed.error();
+    wait_ingested(svc, "replay", pushed->last_seq);
     run.ingest_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    run.tokens_ingested += static_cast<std::uint64_t>(stats->tokens_decoded);
-    const int context = s.query_pos();
-    spdlog::debug("{}: append of {} tokens at {} in {:.0f} ms", session::session_mode_name(mode), stats->tokens_decoded,
-                  context, stats->decode_ms);
+    run.tokens_ingested += svc.handle("replay")->counters().tokens_ingested.load() - tokens_before;
+    auto snap = svc.session("replay");
+    if (!snap) return snap.error();
+    const int context = snap->region0_tokens + snap->data_tokens + snap->scaffold_tokens;
     if (context < checkpoints[next_checkpoint]) continue;
     for (const auto& question : o.questions) {
-      session::QueryParams q;
+      service::QueryRequest q;
       q.question = question;
       q.generation.max_tokens = o.max_tokens;
-      const auto t1 = Clock::now();
-      auto answer = s.query(q);
+      q.generation.stop = {"\x01"};  // never occurs: keeps the question off the flash cache
+      auto answer = svc.query("replay", q);
       if (!answer) return answer.error();
       Measurement m;
       m.checkpoint = checkpoints[next_checkpoint];
       m.context_tokens = context;
-      m.records = s.n_records();
+      m.records = snap->records;
       m.question = question;
-      m.ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
-      m.prompt_ms = answer->prompt_ms;
-      m.prompt_tokens = answer->n_prompt_tokens;
-      m.answer = answer->text;
-      m.tokens = answer->tokens;
+      m.ms = answer->total_ms;
+      m.prompt_ms = answer->answer.prompt_ms;
+      m.prompt_tokens = answer->answer.n_prompt_tokens;
+      m.answer = answer->answer.text;
+      m.tokens = answer->answer.tokens;
       run.measurements.push_back(std::move(m));
     }
     while (next_checkpoint < checkpoints.size() && context >= checkpoints[next_checkpoint]) ++next_checkpoint;
@@ -163,7 +187,7 @@ int run_replay(const ReplayOptions& o) {
   for (const auto mode : o.modes) {
     std::printf("  running %s mode...\n", session::session_mode_name(mode));
     std::fflush(stdout);
-    auto run = run_mode(**model, o, mode);
+    auto run = run_mode(o, mode);
     if (!run) {
       spdlog::error("{} mode: {}", session::session_mode_name(mode), run.error().message);
       return 1;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "aoi/engine/context.h"
 #include "aoi/server/server.h"
 #include "aoi/service/service.h"
 
@@ -36,7 +37,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("-b,--batch-size", o.batch_size, "tokens per forward pass")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
-  app.add_option("--max-sessions", o.max_sessions, "sessions at most")
+  app.add_option("--max-sessions", o.max_sessions, "sessions at most (their windows must also fit the KV budget)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   const auto kv_types = CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"});
@@ -60,8 +61,14 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--max-flash", o.max_flash, "flash queries per session")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
-  app.add_option("--flash-strategy", o.flash_strategy, "how flash rounds run: forked (batched) or in-place")
-      ->check(CLI::IsMember({"forked", "in-place"}))
+  app.add_option("--kv-budget", o.kv_budget,
+                 "share of the KV cells admitted sessions and completions may reserve (the rest absorbs rebuilds "
+                 "and forks)")
+      ->check(CLI::Range(0.05, 1.0))
+      ->capture_default_str();
+  app.add_option("--default-window", o.default_window,
+                 "retention window (tokens) of sessions created without one (0: a fair share of the budget)")
+      ->check(CLI::Range(0, 1 << 22))
       ->capture_default_str();
 }
 
@@ -114,12 +121,12 @@ int run_serve(const ServeOptions& o) {
                                                    : engine::FlashAttn::kOff;
   sp.max_sessions = o.max_sessions;
   sp.pool_slots = o.pool_slots;
-  // The completion pool takes at most half of the cache; sessions get the rest.
-  sp.pool_max_tokens = std::min(o.pool_max_tokens, o.ctx_size / (2 * std::max(1, o.pool_slots)));
+  // The completion pool keeps at most a quarter of the cache for itself; sessions get the rest.
+  sp.pool_max_tokens = std::min(o.pool_max_tokens, o.ctx_size / (4 * std::max(1, o.pool_slots)));
   sp.ring_capacity = o.ring_capacity;
   sp.max_flash = o.max_flash;
-  sp.flash_strategy =
-      o.flash_strategy == "in-place" ? service::FlashStrategy::kInPlace : service::FlashStrategy::kForked;
+  sp.kv_budget = o.kv_budget;
+  sp.default_window = o.default_window;
   auto service = service::Service::start(sp);
   if (!service) {
     spdlog::error("{}", service.error().message);
@@ -128,9 +135,17 @@ int run_serve(const ServeOptions& o) {
   }
   const engine::Model& model = (*service)->model();
   server.set_service(service->get());
-  std::printf("aoi: model %s (%s, %.0f MB), %d KV cells, %d threads, up to %d sessions\n", so.model_name.c_str(),
-              model.description().c_str(), static_cast<double>(model.size_bytes()) / 1e6, o.ctx_size, threads,
-              o.max_sessions);
+  const service::ServiceStats stats = (*service)->stats();
+  std::printf("aoi: model %s (%s, %.0f MB), %d threads, flash attention %s\n", so.model_name.c_str(),
+              model.description().c_str(), static_cast<double>(model.size_bytes()) / 1e6, threads,
+              o.flash_attn.c_str());
+  std::printf(
+      "aoi: KV cache %d cells (%.0f MB); sessions and completions may reserve %d; up to %d sessions, default "
+      "window %d tokens\n",
+      stats.kv_cells_total,
+      static_cast<double>(stats.kv_cells_total) * static_cast<double>(engine::kv_bytes_per_token(model, sp.context)) /
+          1e6,
+      stats.kv_cells_budget, o.max_sessions, stats.default_window);
   std::printf("aoi: listening on http://%s:%u\n", o.host.c_str(), server.port());
   std::fflush(stdout);
 

@@ -12,7 +12,7 @@ struct ServeOptions {
   std::string alias;  // the name /v1/models reports (default: the file name)
   std::string host = "127.0.0.1";
   int port = 8080;
-  int ctx_size = 16384;
+  int ctx_size = 32768;
   int threads = 0;  // 0: all cores
   int batch_size = 512;
   int max_sessions = 8;
@@ -27,7 +27,8 @@ struct ServeOptions {
   int io_threads = 2;
   std::size_t ring_capacity = 4096;
   int max_flash = 16;
-  std::string flash_strategy = "forked";
+  double kv_budget = 0.9;
+  int default_window = 0;  // 0: a fair share of the budget
 };
 
 void add_serve_options(CLI::App& app, ServeOptions& o);

@@ -28,6 +28,14 @@ class Batch {
   void add_run(std::span<const Token> tokens, Pos pos, SeqId seq, bool last_logits);
 
   int size() const;
+  // What row i holds (its first sequence id).
+  struct Row {
+    Token token = kNoToken;
+    Pos pos = 0;
+    SeqId seq = -1;
+    bool logits = false;
+  };
+  Row row(int i) const;
   int capacity() const { return capacity_; }
   int free_space() const { return capacity_ - size(); }
   int n_outputs() const { return n_outputs_; }

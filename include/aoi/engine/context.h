@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "aoi/common/error.h"
 #include "aoi/engine/types.h"
@@ -62,6 +64,11 @@ class Context {
   Pos seq_pos_max(SeqId seq) const;  // -1 when empty
   bool can_shift() const;
   void clear();
+
+  // A sequence's cells as bytes (positions, K and V of every layer), and back into an empty sequence (taking
+  // free cells). set fails (false) when the bytes do not fit this context or model.
+  std::vector<std::uint8_t> seq_state(SeqId seq);
+  bool set_seq_state(SeqId seq, std::span<const std::uint8_t> state);
 
   std::uint32_t n_ctx() const;
   std::uint32_t n_ctx_seq() const;  // the most positions one sequence may use

@@ -1,6 +1,5 @@
-// One prompt-then-decode run on one sequence, as a state machine: every step() is at most one forward pass,
-// so the inference thread can interleave other work between steps. Used by session queries and stateless
-// completions alike. Inference thread only.
+// Generation: a prompt, then an answer sampled token by token, on one sequence. Used by session queries,
+// flash rounds and stateless completions alike.
 #pragma once
 
 #include <chrono>
@@ -11,13 +10,15 @@
 #include <vector>
 
 #include "aoi/common/error.h"
-#include "aoi/engine/batch.h"
 #include "aoi/engine/sampling.h"
+#include "aoi/engine/token_feed.h"
 #include "aoi/engine/types.h"
 
 namespace aoi::engine {
 
+class Batch;
 class Context;
+class Model;
 
 enum class FinishReason { kNone, kEndOfGeneration, kStop, kLength };
 const char* finish_reason_name(FinishReason reason);  // "eog", "stop", "length"
@@ -62,39 +63,57 @@ struct GenerationResult {
   double generate_ms = 0;           // time from the first sample to the end
 };
 
+// One prompt-then-answer run on one sequence, fed by shared forward passes: it asks for prompt chunks, then
+// for one row per answer token, and samples when the logits it waits for come back. It never decodes by
+// itself: the inference loop puts its rows into a batch beside other work (add_rows), runs the pass, and
+// hands the result back (take). Inference thread only.
 class Generation {
  public:
-  // Decodes `prompt` on `seq` from position `pos`, then samples. The sequence must hold exactly the
-  // positions before `pos` that the prompt should see. on_text receives final text as it appears.
-  Generation(Context& ctx, SeqId seq, Pos pos, std::vector<Token> prompt, GenerationParams params,
+  // Decodes `prompt` (not empty) on `seq` from position `pos`, then samples. The sequence must hold exactly
+  // the positions before `pos` that the prompt should see. on_text receives final text as it appears.
+  Generation(const Model& model, SeqId seq, Pos pos, std::vector<Token> prompt, GenerationParams params,
              std::function<void(std::string_view)> on_text = {});
 
-  enum class Step { kRunning, kDone };
-  // One forward pass at most. An Error ends the generation (the sequence then holds a partial Region 2,
-  // which the owner removes).
-  Result<Step> step();
+  // What it wants from the next pass.
+  int prompt_left() const { return prompt_.left(); }
+  bool prompt_started() const { return prompt_.started(); }
+  bool wants_decode() const { return !done_ && next_ != kNoToken; }
   bool done() const { return done_; }
-  // Runs step() until done.
-  Status run();
 
+  // Adds its rows: up to n_prompt prompt tokens, or, once the prompt is in, the token it sampled last.
+  void add_rows(Batch& batch, int n_prompt);
+  // The pass ran: advance, and sample when the pass produced the logits this generation waits for.
+  void take(Context& ctx);
+  // Grouped prefill: the next n prompt tokens were aliased into the sequence from a leader's.
+  void skip_prompt(int n) {
+    prompt_.skip(n);
+    pos_ += n;
+  }
+  // Stops where it is (the client went away): done, with what was generated so far.
+  void stop();
+
+  SeqId seq() const { return prompt_.seq(); }
+  Pos next_pos() const { return pos_; }  // first position not yet in the cache
+  std::span<const Token> prompt_rest() const { return prompt_.rest(); }
+  std::span<const Token> prompt_decoded() const { return prompt_.decoded(); }
+  Pos start_pos() const { return prompt_.start(); }
   const GenerationResult& result() const { return result_; }
   GenerationResult take_result() { return std::move(result_); }
-  Pos next_pos() const { return pos_; }  // first position not yet in the cache
 
  private:
-  Result<Step> sample_and_continue();
+  void sample(Context& ctx, int row);
+  void finish(FinishReason reason);
 
-  Context& ctx_;
-  SeqId seq_;
+  const Model& model_;
+  TokenFeed prompt_;
   Pos pos_;
-  std::vector<Token> prompt_;
-  size_t prompt_done_ = 0;
   GenerationParams params_;
   std::function<void(std::string_view)> on_text_;
   Sampler sampler_;
-  Batch batch_;
   TextStream text_;
   GenerationResult result_;
+  Token next_ = kNoToken;  // sampled, waiting for its pass
+  int next_row_ = -1;      // its row in the pass being built
   bool done_ = false;
   std::chrono::steady_clock::time_point t_start_;
   std::chrono::steady_clock::time_point t_first_sample_;

@@ -1,5 +1,12 @@
-// aoi in-process: the model, the one context, the inference thread and the sessions, behind an API that any
+// aoi in-process: the model, the one context, the inference loop and the sessions, behind an API that any
 // thread may call. The HTTP server, the CLI and the benchmarks all sit on this.
+//
+// Service is the thread-safe facade: it keeps the registry of session handles, takes pushes into their
+// rings, answers from the flash cache and the ready logits on the caller's thread, and hands everything
+// that needs the model to the inference loop as a command. The state the loop mutates (the context, the
+// sessions' sequences, the sequence pools, the cell ledger) belongs to one InferenceState that only the
+// loop touches (src/service/inference_state.h); the work itself runs as lanes of shared forward passes
+// (src/service/*_lane.h).
 //
 // Threads: every method is thread-safe. Callbacks (done, on_text) run on the inference thread and must not
 // block: hand the result to another thread (post to an I/O executor, fulfil a promise).
@@ -22,36 +29,37 @@
 #include "aoi/engine/context.h"
 #include "aoi/engine/generation.h"
 #include "aoi/engine/model.h"
-#include "aoi/sched/worker.h"
+#include "aoi/sched/inference_loop.h"
 #include "aoi/service/flash_registry.h"
 #include "aoi/service/session_handle.h"
 #include "aoi/session/session.h"
 #include "aoi/session/session_config.h"
 
-namespace aoi::session {
-class SessionManager;
-}
-
 namespace aoi::service {
 
-class SequencePool;
-
-// How a flash round evaluates its questions (see src/service/flash_task.h).
-enum class FlashStrategy { kForked, kInPlace };
+class InferenceState;
 
 struct ServiceParams {
   engine::ModelParams model;
-  engine::ContextParams context;  // n_seq_max is derived from max_sessions and pool_slots
+  engine::ContextParams context;  // n_seq_max is derived from max_sessions, pool_slots and scratch_seqs
   int max_sessions = 8;
-  int pool_slots = 2;           // sequences for stateless completions (OpenAI/Anthropic endpoints)
-  int pool_max_tokens = 4096;   // KV cells each may use (prompt + completion); sessions get the rest
+  int pool_slots = 2;           // stateless completions at once (OpenAI/Anthropic endpoints)
+  int pool_max_tokens = 4096;   // KV cells each may use (prompt + completion)
+  // Share of the KV cells that admitted work may reserve (sessions' projections, completions' prompt +
+  // max_tokens); the rest absorbs what runs for a while beside them (rebuilds, forks, flash rounds).
+  double kv_budget = 0.9;
+  // Region 1 tokens of a session created without retention limits. 0: a fair share of the budget (what the
+  // pool's reserve leaves, over max_sessions), at least 1024.
+  int default_window = 0;
+  int tokens_per_record = 64;   // cells projected per record when a session limits records but not tokens
+  int scratch_seqs = 0;         // sequences for query and flash forks; 0: as many as the context allows, <= 64
   size_t ring_capacity = 4096;  // pending records per session before the oldest are dropped
   int ingest_batch_tokens = 0;  // record tokens per ingestion batch; 0: what fits one pass with the scaffold
   size_t event_history = 256;   // events kept per session for clients that resume
-  int max_flash = 16;           // flash queries per session (and scratch sequences for forked rounds)
-  FlashStrategy flash_strategy = FlashStrategy::kForked;
+  int max_flash = 16;           // flash queries per session
   int flash_max_lag = 8;                      // versions a flash round may wait for ingestion to catch up
   std::chrono::milliseconds max_wait{60000};  // longest read-your-writes wait a query may ask for
+  sched::LoopParams loop;                     // pass planning (n_batch is the context's)
 };
 
 struct QueryRequest {
@@ -93,10 +101,11 @@ struct ServiceStats {
   int kv_cells_total = 0;
   int kv_cells_used = 0;
   int kv_cells_reserved = 0;
+  int kv_cells_budget = 0;
+  int default_window = 0;
   int pool_busy = 0;
   int pool_slots = 0;
-  std::array<size_t, sched::kPriorityCount> queue_depths{};
-  std::uint64_t steps = 0;
+  sched::LoopStats loop;
   std::uint64_t records_pushed = 0;
   std::uint64_t records_dropped = 0;
   std::uint64_t records_rejected = 0;
@@ -160,55 +169,36 @@ class Service {
   };
   void prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done);
 
-  // Runs fn on the inference thread at the given priority and waits for it (tests, maintenance).
-  void run_on_inference_thread(sched::Priority priority, std::function<void()> fn);
+  // Runs fn on the inference thread between two passes and waits for it (tests, maintenance).
+  void run_on_inference_thread(std::function<void()> fn);
 
   const engine::Model& model() const { return *model_; }
   const ServiceParams& params() const { return params_; }
   ServiceStats stats() const;
-  sched::Worker& worker() { return *worker_; }
+  // Forward passes run so far.
+  std::uint64_t passes() const { return loop_->passes(); }
+
+  static bool valid_session_id(std::string_view id);
 
  private:
-  friend class IngestTask;
-  friend class QueryTask;
-  friend class DeleteTask;
-  friend class PoolTask;
-  friend class FlashTask;
-
   explicit Service(ServiceParams params);
-  void schedule_ingest(const std::shared_ptr<SessionHandle>& handle);
-  void schedule_flash(const std::shared_ptr<SessionHandle>& handle);
-  // Inference thread, after every completed append: publishes the new version, the ready verdict and the
-  // background cost, and schedules a flash round when ingestion has caught up.
-  void after_append(const std::shared_ptr<SessionHandle>& handle, const session::AppendStats& stats);
-  void publish_ready(SessionHandle& handle);
-  // Inference thread, at the end of a flash round.
-  void finish_flash_round(SessionHandle& handle, double round_ms);
   // The fast paths, on the caller's thread: a cached flash answer or the ready logits' verdict.
   std::optional<QueryOutcome> answer_without_inference(SessionHandle& handle, const QueryRequest& request) const;
-  // Inference thread: copies the session's state into its handle's snapshot.
-  void refresh_snapshot(SessionHandle& handle);
-  int ingest_batch_tokens(const session::Session& session) const;
+  void forget_creating(const std::string& id);
 
   ServiceParams params_;
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<engine::Context> ctx_;
-  std::unique_ptr<session::SessionManager> manager_;  // inference thread only
-  std::unique_ptr<SequencePool> pool_;                // inference thread only
-  std::unique_ptr<SequencePool> scratch_;             // forked flash rounds; inference thread only
-  std::atomic<int> pool_busy_{0};
-  std::unique_ptr<sched::Worker> worker_;
+  std::unique_ptr<sched::Forward> forward_;
+  std::unique_ptr<InferenceState> state_;  // the loop's; Service touches it only through commands
+  std::unique_ptr<sched::InferenceLoop> loop_;
 
   mutable std::mutex registry_mu_;
   std::map<std::string, std::shared_ptr<SessionHandle>, std::less<>> registry_;  // guarded by registry_mu_
   std::set<std::string, std::less<>> creating_;  // ids being created, guarded by registry_mu_
   std::uint64_t next_auto_id_ = 1;               // guarded by registry_mu_
 
-  std::atomic<int> kv_cells_used_{0};  // refreshed by the inference thread
-  std::atomic<int> kv_cells_reserved_{0};
   std::atomic<std::uint64_t> queries_{0};
-  // Totals of deleted sessions, so the service's counters never go backwards.
-  std::atomic<std::uint64_t> gone_pushed_{0}, gone_dropped_{0}, gone_rejected_{0}, gone_ingested_{0}, gone_tokens_{0};
 };
 
 }  // namespace aoi::service

@@ -1,6 +1,6 @@
 // The thread-safe face of a session. HTTP and WebSocket threads push records into its ring and read its
-// counters and snapshot; the inference thread drains the ring into the Session (which only it touches) and
-// refreshes the snapshot after every operation.
+// counters and snapshot; the inference thread drains the ring into the Session (which only it touches, see
+// src/service/inference_state.h) and refreshes the snapshot after every operation.
 #pragma once
 
 #include <atomic>
@@ -17,10 +17,6 @@
 #include "aoi/service/event_log.h"
 #include "aoi/service/flash_registry.h"
 #include "aoi/session/session_config.h"
-
-namespace aoi::session {
-class Session;
-}
 
 namespace aoi::service {
 
@@ -54,8 +50,8 @@ struct SessionSnapshot {
   int max_records = 0;  // 0: no record limit
   double evict_fraction = 0;
   int query_budget = 0;
-  int kv_cells_reserved = 0;   // the session's footprint in the KV cache
-  int kv_cells_used = 0;       // positions held now
+  int kv_cells_reserved = 0;   // admitted: Region 0, window, scaffold and one query (the projection)
+  int kv_cells_used = 0;       // held now (Region 0 counted by whichever session shares it)
   std::uint64_t kv_bytes = 0;  // bytes of the cells used
   std::uint64_t data_version = 0;
   std::uint64_t last_seq_ingested = 0;  // highest sequence number ingested or dropped
@@ -133,19 +129,12 @@ class SessionHandle {
   SessionSnapshot snapshot() const;
   void set_snapshot(SessionSnapshot snapshot);
 
-  // Whether an ingestion task is queued or running for this session (set by the pusher that queues it,
-  // cleared by the task when the ring is empty).
-  std::atomic<bool> ingest_scheduled{false};
-  // Whether a flash evaluation is queued or running.
-  std::atomic<bool> flash_scheduled{false};
-  // The session was deleted: tasks stop, pushes fail.
+  // A flash round is wanted for the current version (a flash query was just registered).
+  std::atomic<bool> flash_requested{false};
+  // The session was deleted: lanes stop, pushes fail.
   std::atomic<bool> deleted{false};
 
-  // Inference thread only: the session, operations in flight on it (a delete waits for zero), and the
-  // renderer that turns records into tokens.
-  session::Session* session = nullptr;
-  int ops_in_flight = 0;
-  std::uint64_t flash_version = 0;  // the data version of the last flash round
+  // Turns records into tokens. Inference thread only.
   ingest::RecordRenderer& renderer() { return *renderer_; }
 
  private:

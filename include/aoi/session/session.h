@@ -1,22 +1,27 @@
 // A session: one sequence of the shared KV cache that follows a data stream.
 //
-//   positions [0, n0)            Region 0: BOS + system text, decoded once, never evicted
+//   positions [0, n0)            Region 0: BOS + system text, decoded once, never evicted (and shared, cells
+//                                and all, with every resident session whose Region 0 is the same)
 //             [n0, n0+nd)        Region 1: records in arrival order; whole oldest records evicted FIFO
 //             [n0+nd, +ns)       the scaffold, re-decoded after every append; its last logits are the
 //                                "ready logits"
 //             [.., +nt)          with a ready question: that question and its closing ("ready tail"), so
-//                                the ready logits answer it; any other query strips it first (the next
-//                                append decodes it again)
-//             [p, ...)           Region 2: question + answer of one query, removed when it ends
+//                                the ready logits answer it
+//             [p, ...)           Region 2: question + answer of one query, on a fork of its own
 //
-// Invariant between operations: the primary sequence holds exactly Regions 0 and 1 and (in stateful mode)
-// the scaffold, at contiguous positions from 0. Changes go through two step-able operations:
-//   SessionAppend (session_append.h)  ingests a batch of records
-//   SessionQuery  (session_query.h)   answers one question
-// Each step is at most one forward pass, so the inference thread can interleave other work. Operations that
-// write the primary sequence hold it (primary_busy()); a recompute-eviction rebuild works on a second
-// sequence and needs the primary only for its final swap, so queries keep running meanwhile.
-// Not thread-safe: only the inference thread touches a Session.
+// The primary sequence always holds one complete version: Regions 0 and 1 and the scaffold at contiguous
+// positions from 0. Nothing writes it in place except shift eviction:
+//   SessionSetup   decodes Region 0 and the scaffold at creation (session_setup.h)
+//   SessionAppend  ingests a batch of records copy-on-write: the work sequence aliases the primary's cells
+//                  (all of them, or Region 0 alone when recompute eviction rebuilds the window), decodes the
+//                  new tokens, and becomes the primary in one metadata swap (session_append.h)
+//   SessionQuery   answers one question on a fork: a scratch sequence aliases the primary up to the
+//                  scaffold and decodes question and answer there (session_query.h)
+// So queries never wait for ingestion and ingestion never waits for queries, and any number of questions
+// run on one session at once, each on the version it forked. Shift eviction moves positions of cells that
+// forks share, so its appends write the primary in place and wait until no fork is alive.
+// None of these decodes by itself: each offers rows to the inference loop's shared pass and takes its rows
+// back. Not thread-safe: only the inference thread touches a Session.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +36,8 @@
 #include "aoi/common/error.h"
 #include "aoi/engine/generation.h"
 #include "aoi/engine/types.h"
+#include "aoi/sched/cell_ledger.h"
+#include "aoi/sched/seq_ids.h"
 #include "aoi/session/prompt_layout.h"
 #include "aoi/session/retention.h"
 #include "aoi/session/session_config.h"
@@ -60,7 +67,7 @@ struct AppendStats {
   int tokens_evicted = 0;
   int tokens_decoded = 0;  // forward-pass tokens (records, scaffold, and a rebuilt window)
   bool rebuilt = false;    // the window was re-decoded (recompute eviction)
-  double decode_ms = 0;
+  double decode_ms = 0;    // from the append's start to its end
 };
 
 struct QueryParams {
@@ -82,27 +89,45 @@ struct Answer {
   engine::GenerationResult details;  // per-token top-2, first logits when asked
 };
 
-enum class StepResult {
-  kRunning,  // more steps to go
-  kDone,
-  kBlocked,  // could not run now (waits for the primary sequence); nothing was done
+// How big a session's window is when the client does not say, and what a record limit alone projects.
+struct WindowDefaults {
+  int window_tokens = 2048;     // Region 1 tokens of a session created without retention limits
+  int tokens_per_record = 64;   // cells projected per record of a record limit given without a token limit
 };
 
+// Region 0's tokens and cells, shared by every session whose Region 0 is the same: the cells are counted
+// once, for as long as one of them lives.
+struct SharedRegion0 {
+  std::vector<Token> tokens;
+  sched::CellHold cells;
+};
+
+class SessionSetup;
 class SessionAppend;
 class SessionQuery;
 
 class Session {
  public:
-  // Decodes Region 0 (and the scaffold, in stateful mode) on `seq`, which must be empty. `shadow` is the
-  // second sequence recompute eviction rebuilds on (-1: none; then the session falls back to shift
-  // eviction). cell_limit: the KV cells free for the session; an explicit retention.max_tokens must fit in
-  // them. Without one the window is sized to fit default_cells (a fair share of the cache) and cell_limit.
-  static Result<std::unique_ptr<Session>> create(engine::Context& ctx, SeqId seq, SeqId shadow, SessionConfig config,
-                                                 const PromptLayout& layout, int cell_limit = INT32_MAX,
-                                                 int default_cells = INT32_MAX);
+  // Checks the configuration and sizes the window; decodes nothing (begin_setup does). primary and work: the
+  // session's sequences (work: copy-on-write appends of a stateful session; may be empty otherwise).
+  // Errors name the field: an explicit window that the model's positions cannot hold is refused here, never
+  // shrunk.
+  static Result<std::unique_ptr<Session>> create(engine::Context& ctx, SessionConfig config, const PromptLayout& layout,
+                                                 sched::SeqLease primary, sched::SeqLease work,
+                                                 const WindowDefaults& defaults, sched::CellLedger& cells);
+  // Frees the session's cells.
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
+
+  // KV cells to reserve for the session at admission: Region 0, the window, the scaffold and tail, and one
+  // query. A record limit without a token limit projects defaults.tokens_per_record per record.
+  int projected_cells() const { return projected_cells_; }
+
+  // Decodes Region 0 and the scaffold (stateful). With a donor (a set-up session whose Region 0 tokens are
+  // the same), Region 0 is aliased from it, not decoded again. Naive sessions need nothing: null.
+  std::unique_ptr<SessionSetup> begin_setup(Session* donor);
+  bool set_up() const { return set_up_; }
 
   // Tokenizes one record ("text" + "\n") and checks it: not empty, not longer than the retention window.
   // On error the field is "records[index]".
@@ -110,32 +135,29 @@ class Session {
   // The same check for a record already tokenized (a rendered template record).
   Result<TokenizedRecord> prepare_tokens(std::vector<Token> tokens, std::uint64_t seq, size_t index = 0) const;
 
-  // Starts ingesting records (in order, prepared for this session). Fails with kConflict while another
-  // append runs, or when the append must write the primary sequence while a query holds it.
+  // Whether an append may begin now: none running, and (shift eviction) no fork alive.
+  bool can_begin_append() const;
+  // Starts ingesting records (in order, prepared for this session). Fails with kConflict when
+  // can_begin_append() is false.
   Result<std::unique_ptr<SessionAppend>> begin_append(std::vector<TokenizedRecord> records);
-  // begin_append and run to completion (waiting out nothing: fails on a running query).
-  Result<AppendStats> append(std::vector<TokenizedRecord> records);
-  // prepare_record for each text (sequence numbers continue from last_record_seq), then append; nothing is
-  // appended when any record is invalid.
-  Result<AppendStats> append_text(std::span<const std::string> texts);
 
-  // Starts a query; step it (or run it) to completion. Fails at once on a bad question, or with kConflict
-  // while the primary sequence is held.
-  Result<std::unique_ptr<SessionQuery>> start_query(QueryParams params,
+  // Whether a query may fork now (not while shift eviction writes the primary in place).
+  bool can_fork() const { return !writer_ && set_up_; }
+  // Starts a query on `scratch` (a free sequence it keeps until it ends). Fails at once on a bad question,
+  // or with kConflict when can_fork() is false.
+  Result<std::unique_ptr<SessionQuery>> begin_query(QueryParams params, sched::SeqLease scratch,
                                                     std::function<void(std::string_view)> on_text = {});
-  // start_query + run.
-  Result<Answer> query(QueryParams params);
 
   const std::string& id() const { return config_.id; }
   const SessionConfig& config() const { return config_; }
   SessionMode mode() const { return config_.mode; }
-  EvictionPolicy eviction_policy() const;
-  SeqId seq() const { return seq_; }
-  SeqId shadow_seq() const { return shadow_; }
+  EvictionPolicy eviction_policy() const { return config_.retention.policy; }
+  SeqId seq() const { return primary_.id(); }
+  SeqId work_seq() const { return work_.id(); }
   std::uint64_t data_version() const { return version_; }
   std::uint64_t last_record_seq() const { return last_record_seq_; }  // 0 before any record
 
-  int n_region0() const { return static_cast<int>(region0_.size()); }
+  int n_region0() const { return static_cast<int>(region0_->tokens.size()); }
   int n_data_tokens() const { return n_data_tokens_; }
   int n_records() const { return static_cast<int>(records_.size()); }
   int n_scaffold() const { return static_cast<int>(scaffold_.size()); }
@@ -144,14 +166,13 @@ class Session {
   int max_data_tokens() const { return max_data_tokens_; }
   std::uint64_t records_evicted() const { return records_evicted_; }
   std::uint64_t tokens_evicted() const { return tokens_evicted_; }
-  // KV cells the session holds at most (Regions 0-1, scaffold, query budget, and the rebuild sequence).
-  int footprint() const;
+  // KV cells the session holds now (its own; Region 0 counted with whichever session shares it).
+  int cells_used() const { return cells_.cells() + region0_->cells.cells(); }
   // Position where a query's Region 2 starts (after the scaffold).
   Pos query_pos() const { return n_region0() + n_data_tokens_ + n_scaffold(); }
   bool scaffold_ready() const { return scaffold_ready_; }
-  // An append or query writes the primary sequence now.
-  bool primary_busy() const { return primary_busy_; }
   bool append_running() const { return append_running_; }
+  int n_forks() const { return readers_; }
 
   // Ready logits: the model's output at the end of the scaffold (and of the ready question, when the session
   // has one), refreshed after every append, valid for data_version(). [n_vocab] Empty in naive mode.
@@ -161,7 +182,8 @@ class Session {
 
   // The retained context as tokens (Regions 0-1 and the scaffold): what a full recompute decodes.
   std::vector<Token> context_tokens() const;
-  std::span<const Token> region0_tokens() const { return region0_; }
+  std::span<const Token> region0_tokens() const { return region0_->tokens; }
+  const std::shared_ptr<SharedRegion0>& shared_region0() const { return region0_; }
   std::span<const Token> scaffold_tokens() const { return scaffold_; }
   std::vector<std::uint64_t> record_seqs() const;
 
@@ -171,40 +193,43 @@ class Session {
   engine::Context& context() { return ctx_; }
 
  private:
+  friend class SessionSetup;
   friend class SessionAppend;
   friend class SessionQuery;
 
-  Session(engine::Context& ctx, SeqId seq, SeqId shadow, SessionConfig config);
+  Session(engine::Context& ctx, SessionConfig config, sched::SeqLease primary, sched::SeqLease work,
+          sched::CellLedger& cells);
 
   RetentionLimits retention_limits() const;
   // What follows Region 1 in the primary: the scaffold and the ready tail.
   std::vector<Token> after_data() const;
-  // Removes the scaffold (and anything after Region 1) from the primary sequence.
-  void strip_scaffold();
-  // Decodes whatever of Regions 0-1 the primary lacks, then the scaffold, keeping the ready logits.
-  Status decode_scaffold();
-  void keep_ready_logits();
+  // The cells the primary holds besides Region 0.
+  int own_cells() const { return n_data_tokens_ + (scaffold_ready_ ? n_after_data() : 0); }
 
   engine::Context& ctx_;
-  SeqId seq_;
-  SeqId shadow_;
+  sched::CellLedger& ledger_;
   SessionConfig config_;
-  std::vector<Token> region0_;
+  sched::SeqLease primary_;
+  sched::SeqLease work_;
+  sched::CellHold cells_;  // the primary's cells besides Region 0
+  std::shared_ptr<SharedRegion0> region0_;
   std::vector<Token> scaffold_;
   std::vector<Token> question_close_;
   std::vector<Token> ready_tail_;
-  bool tail_decoded_ = false;  // the primary holds the ready tail after the scaffold
   std::deque<TokenizedRecord> records_;
   int n_data_tokens_ = 0;
   int max_data_tokens_ = 0;
   int max_position_ = 0;  // positions stay below this (trained context and per-sequence limit)
+  int projected_cells_ = 0;
   std::uint64_t version_ = 0;
   std::uint64_t last_record_seq_ = 0;
   std::uint64_t records_evicted_ = 0;
   std::uint64_t tokens_evicted_ = 0;
+  bool set_up_ = false;
   bool scaffold_ready_ = false;
-  bool primary_busy_ = false;
   bool append_running_ = false;
+  bool writer_ = false;  // an in-place (shift) append writes the primary
+  int readers_ = 0;      // forks alive
   std::vector<float> ready_logits_;
 };
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <vector>
 
 #include "aoi/engine/batch.h"
@@ -100,6 +102,19 @@ TEST(Context, InvalidTokenIsAnErrorNotACrash) {
   EXPECT_EQ(ctx->decode(batch), DecodeOutcome::kOk);
 }
 
+// Runs generations to their ends, all of them in the same passes (each pass as full as the batch allows).
+Status run_together(Context& ctx, std::vector<Generation*> gens) {
+  Batch batch(static_cast<int>(ctx.n_batch()));
+  while (std::any_of(gens.begin(), gens.end(), [](Generation* g) { return !g->done(); })) {
+    batch.clear();
+    for (Generation* g : gens) g->add_rows(batch, batch.free_space());
+    if (Status st = ctx.decode_or_error(batch); !st) return st;
+    for (Generation* g : gens) g->take(ctx);
+  }
+  return {};
+}
+Status run_alone(Context& ctx, Generation& g) { return run_together(ctx, {&g}); }
+
 TEST(Generation, GreedyIsDeterministicAndBounded) {
   AOI_REQUIRE_MODEL(model, "test-micro");
   auto ctx = test::make_context(*model, {.n_ctx = 1024, .n_batch = 16, .n_seq_max = 2});
@@ -108,11 +123,11 @@ TEST(Generation, GreedyIsDeterministicAndBounded) {
   GenerationParams gp;
   gp.max_tokens = 12;
   gp.keep_first_logits = true;
-  Generation a(*ctx, 0, 0, prompt, gp);
-  ASSERT_TRUE(a.run().ok());
+  Generation a(*model, 0, 0, prompt, gp);
+  ASSERT_TRUE(run_alone(*ctx, a).ok());
   // Prompt longer than n_batch: decoded in several chunks on another sequence, same result.
-  Generation b(*ctx, 1, 0, prompt, gp);
-  ASSERT_TRUE(b.run().ok());
+  Generation b(*model, 1, 0, prompt, gp);
+  ASSERT_TRUE(run_alone(*ctx, b).ok());
   EXPECT_EQ(a.result().tokens, b.result().tokens);
   EXPECT_LE(a.result().tokens.size(), 12u);
   EXPECT_EQ(a.result().top.size(), a.result().tokens.size() + (a.result().finish == FinishReason::kLength ? 0 : 1));
@@ -128,11 +143,38 @@ TEST(Generation, SeededSamplingRepeats) {
   GenerationParams gp;
   gp.max_tokens = 10;
   gp.sampling = {.temperature = 1.5f, .top_p = 0.95f, .top_k = 100, .seed = 1234};
-  Generation a(*ctx, 0, 0, prompt, gp);
-  ASSERT_TRUE(a.run().ok());
-  Generation b(*ctx, 1, 0, prompt, gp);
-  ASSERT_TRUE(b.run().ok());
+  Generation a(*model, 0, 0, prompt, gp);
+  ASSERT_TRUE(run_alone(*ctx, a).ok());
+  Generation b(*model, 1, 0, prompt, gp);
+  ASSERT_TRUE(run_alone(*ctx, b).ok());
   EXPECT_EQ(a.result().tokens, b.result().tokens);
+}
+
+TEST(Generation, SharedPassesGiveEachItsOwnAnswer) {
+  AOI_REQUIRE_MODEL(model, "test-micro");
+  auto ctx = test::make_context(*model, {.n_ctx = 2048, .n_batch = 64, .n_seq_max = 8});
+  ASSERT_TRUE(ctx);
+  const std::vector<std::string> prompts = {"The quick brown fox", "Once upon a time there", "Sampling test",
+                                            "Numbers: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"};
+  GenerationParams gp;
+  gp.max_tokens = 10;
+  std::vector<std::vector<Token>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Generation g(*model, static_cast<SeqId>(i), 0, model->tokenize(prompts[i], true, false), gp);
+    ASSERT_TRUE(run_alone(*ctx, g).ok());
+    alone.push_back(g.result().tokens);
+    ctx->seq_remove(static_cast<SeqId>(i), 0, -1);
+  }
+  // All four in the same passes: prompts of different lengths, one longer than a pass.
+  std::vector<std::unique_ptr<Generation>> gens;
+  std::vector<Generation*> raw;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    gens.push_back(
+        std::make_unique<Generation>(*model, static_cast<SeqId>(4 + i), 0, model->tokenize(prompts[i], true, false), gp));
+    raw.push_back(gens.back().get());
+  }
+  ASSERT_TRUE(run_together(*ctx, raw).ok());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(gens[i]->result().tokens, alone[i]) << prompts[i];
 }
 
 }  // namespace

@@ -15,13 +15,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::unique_ptr<Service> start(FlashStrategy strategy) {
+std::unique_ptr<Service> start() {
   ServiceParams p;
   p.model.path = test::model_path("test-micro");
   p.context = {.n_ctx = 16384, .n_batch = 256, .n_ubatch = 256};
   p.max_sessions = 3;
   p.pool_max_tokens = 1024;
-  p.flash_strategy = strategy;
   auto s = Service::start(p);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(s).value() : nullptr;
@@ -76,11 +75,9 @@ QueryRequest ask(const std::string& q, int max_tokens = 6) {
   return r;
 }
 
-class Flash : public ::testing::TestWithParam<FlashStrategy> {};
-
-TEST_P(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
+TEST(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
   if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available";
-  auto svc = start(GetParam());
+  auto svc = start();
   ASSERT_TRUE(svc);
   ASSERT_TRUE(svc->create_session(config("flash")).ok());
   ASSERT_TRUE(svc->create_session(config("plain")).ok());  // same data, no flash queries
@@ -117,9 +114,9 @@ TEST_P(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
   EXPECT_EQ(svc->query("flash", ask(kQuestions[0], 3))->path, "standard");
 }
 
-TEST_P(Flash, NewDataInvalidatesAnswersAndRoundsCoalesce) {
+TEST(Flash, NewDataInvalidatesAnswersAndRoundsCoalesce) {
   if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available";
-  auto svc = start(GetParam());
+  auto svc = start();
   ASSERT_TRUE(svc);
   auto c = config("s");
   ASSERT_TRUE(svc->create_session(c).ok());
@@ -146,7 +143,7 @@ TEST_P(Flash, NewDataInvalidatesAnswersAndRoundsCoalesce) {
     events_before = events.events.size();
   }
   std::uint64_t last = 0;
-  svc->run_on_inference_thread(sched::Priority::kFlash, [&] {
+  svc->run_on_inference_thread([&] {
     for (int i = 0; i < 12; ++i) last = svc->push_text("s", test::ohlcv_lines(8, 3, 10 + i * 8))->last_seq;
   });
   for (int i = 0; i < 6000 && svc->session("s")->last_seq_ingested < last; ++i) std::this_thread::sleep_for(10ms);
@@ -157,12 +154,6 @@ TEST_P(Flash, NewDataInvalidatesAnswersAndRoundsCoalesce) {
   EXPECT_LT(rounds, final_version - v1) << "a flash round ran for (nearly) every version";
   EXPECT_EQ(events.events.back().data["version"].get<std::uint64_t>(), final_version);
 }
-
-std::string strategy_name(const ::testing::TestParamInfo<FlashStrategy>& p) {
-  return p.param == FlashStrategy::kForked ? "Forked" : "InPlace";
-}
-INSTANTIATE_TEST_SUITE_P(Strategies, Flash, ::testing::Values(FlashStrategy::kForked, FlashStrategy::kInPlace),
-                         strategy_name);
 
 TEST(FlashRegistry, MatchesNormalizedQuestionsAtTheirVersionOnly) {
   FlashRegistry r(2);
@@ -184,7 +175,7 @@ TEST(FlashRegistry, MatchesNormalizedQuestionsAtTheirVersionOnly) {
 
 TEST(Speculative, AnswersOnlyTheReadyQuestionAndOnlyAboveTau) {
   if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available";
-  auto svc = start(FlashStrategy::kForked);
+  auto svc = start();
   ASSERT_TRUE(svc);
   const std::string ready_question = "Is the trend UP or DOWN?";
   // A first session tells us what the ready logits say on this data (random weights: some token).
@@ -238,7 +229,7 @@ namespace {
 
 TEST(FlashBudget, WarnsWhenBackgroundWorkOutrunsTheData) {
   if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available";
-  auto svc = start(FlashStrategy::kInPlace);
+  auto svc = start();
   ASSERT_TRUE(svc);
   ASSERT_TRUE(svc->create_session(config("b")).ok());
   std::atomic<int> warnings{0};

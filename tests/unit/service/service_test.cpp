@@ -129,12 +129,12 @@ TEST(Service, ReadYourWritesWaitsAndTimesOut) {
   EXPECT_GE(svc->session("a")->last_seq_ingested, last);
 
   // A wait that cannot be satisfied in time fails with a timeout that says how far ingestion got. The push
-  // and the query are made while the inference thread is busy, so the query's (zero) deadline has passed
-  // before ingestion can run.
+  // (several passes of records) and the query are made while the inference thread is busy, so the query's
+  // (zero) deadline has passed before ingestion can reach its record.
   std::promise<Result<QueryOutcome>> late;
   auto late_result = late.get_future();
-  svc->run_on_inference_thread(sched::Priority::kFlash, [&] {
-    last = svc->push_text("a", test::ohlcv_lines(1, 3))->last_seq;
+  svc->run_on_inference_thread([&] {
+    last = svc->push_text("a", test::ohlcv_lines(30, 3))->last_seq;
     QueryRequest r = q;
     r.min_seq = last;
     r.wait_timeout = 0ms;
@@ -198,13 +198,14 @@ TEST(Service, SessionQueryWaitsAtMostAboutOneBatchBehindABacklog) {
   q.generation.max_tokens = 1;  // two query steps: the question, then the answer token
   std::promise<std::pair<Result<QueryOutcome>, std::uint64_t>> done;
   auto future = done.get_future();
-  const std::uint64_t steps_at_submit = svc->worker().steps();
-  svc->query("a", q, {}, [&](Result<QueryOutcome> r) { done.set_value({std::move(r), svc->worker().steps()}); });
-  auto [result, steps_at_done] = future.get();
+  const std::uint64_t passes_at_submit = svc->passes();
+  svc->query("a", q, {}, [&](Result<QueryOutcome> r) { done.set_value({std::move(r), svc->passes()}); });
+  auto [result, passes_at_done] = future.get();
   ASSERT_TRUE(result.ok()) << result.error().message;
-  // Steps completed between submission and the answer, besides the query's own first step: the batch in
-  // flight at submission, and at most one more that raced the submission.
-  const std::uint64_t others = steps_at_done - steps_at_submit - 1;
+  // Passes completed between submission and the query's own pass (its question, whose logits give the one
+  // answer token, and which the answer arrives in): the pass in flight at submission, and at most one more
+  // that raced the submission.
+  const std::uint64_t others = passes_at_done - passes_at_submit;
   EXPECT_LE(others, 2u) << "the query waited behind the STREAM backlog";
   EXPECT_LT(result->answer.data_version, 6u) << "the answer should come early in the backlog";
   EXPECT_LT(svc->session("a")->last_seq_ingested, pushed->last_seq) << "the backlog should still be draining";
@@ -216,7 +217,7 @@ TEST(Service, RingOverflowDropsTheOldestAndCountsThem) {
   std::uint64_t dropped = 0;
   std::uint64_t last = 0;
   // Pushed while the inference thread is busy: nothing is ingested meanwhile, so the ring overflows.
-  svc->run_on_inference_thread(sched::Priority::kFlash, [&] {
+  svc->run_on_inference_thread([&] {
     for (int i = 0; i < 10; ++i) {
       auto r = svc->push_text("a", test::ohlcv_lines(5, 4, i * 5));
       dropped += r->dropped;

@@ -1,15 +1,13 @@
 // What must hold between operations: contiguous positions after eviction, Region 0 untouched, a query that
-// leaves the cache exactly as it found it.
+// leaves the session exactly as it found it, appends that never disturb a query in flight.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "aoi/engine/context.h"
-#include "aoi/session/session_append.h"
-#include "aoi/session/session_manager.h"
-#include "aoi/session/session_query.h"
 #include "equivalence.h"
 #include "records.h"
+#include "solo.h"
 #include "test_models.h"
 
 namespace aoi::session {
@@ -20,16 +18,17 @@ class SessionInvariants : public ::testing::Test {
   void SetUp() override {
     model_ = test::shared_model("test-micro");
     if (model_ == nullptr) GTEST_SKIP() << "test-micro model not available";
-    ctx_ = test::make_context(*model_, {.n_ctx = 4096, .n_batch = 128, .n_seq_max = 6});
-    sessions_ = std::make_unique<SessionManager>(*ctx_, PromptLayout::for_model(*model_),
-                                                 SessionManagerParams{.max_sessions = 4});
+    ctx_ = test::make_context(*model_, {.n_ctx = 4096, .n_batch = 128, .n_seq_max = 12});
+    sessions_ = std::make_unique<test::SoloSessions>(*ctx_);
   }
 
-  Session* make(SessionMode mode, const std::string& id, int max_tokens = 400) {
+  Session* make(SessionMode mode, const std::string& id, int max_tokens = 400,
+                EvictionPolicy policy = EvictionPolicy::kRecompute) {
     SessionConfig c;
     c.id = id;
     c.system = "Instructions: read the bars.";
     c.retention.max_tokens = max_tokens;
+    c.retention.policy = policy;
     c.query_budget = 48;
     c.mode = mode;
     auto s = sessions_->create(c);
@@ -37,14 +36,40 @@ class SessionInvariants : public ::testing::Test {
     return s.ok() ? *s : nullptr;
   }
 
+  Result<AppendStats> append(Session& s, const std::vector<std::string>& lines) { return sessions_->append(s, lines); }
+  Result<Answer> ask(Session& s, const QueryParams& q) { return sessions_->query(s, q); }
+
   void expect_contiguous(const Session& s) {
     EXPECT_EQ(ctx_->seq_pos_min(s.seq()), 0);
-    EXPECT_EQ(ctx_->seq_pos_max(s.seq()), s.query_pos() - 1);
+    EXPECT_EQ(ctx_->seq_pos_max(s.seq()), s.query_pos() + static_cast<int>(s.ready_tail().size()) - 1);
+    // The work sequence holds nothing between appends.
+    if (s.work_seq() >= 0) {
+      EXPECT_EQ(ctx_->seq_pos_max(s.work_seq()), -1);
+    }
+  }
+
+  // Runs an operation's passes until it is done, or `passes` of them.
+  template <class Op>
+  void step(Op& op, int passes = 1 << 20) {
+    engine::Batch batch(static_cast<int>(ctx_->n_batch()));
+    for (int i = 0; i < passes && !op.done(); ++i) {
+      const sched::Demand d = op.demand();
+      batch.clear();
+      op.add_rows(batch, {d.decode_rows > 0, d.prefill_tokens});
+      ASSERT_EQ(ctx_->decode(batch), engine::DecodeOutcome::kOk);
+      op.take();
+    }
+  }
+
+  std::vector<TokenizedRecord> prepare(Session& s, const std::vector<std::string>& lines) {
+    std::vector<TokenizedRecord> out;
+    for (size_t i = 0; i < lines.size(); ++i) out.push_back(*s.prepare_record(lines[i], s.last_record_seq() + 1 + i, i));
+    return out;
   }
 
   engine::Model* model_ = nullptr;
   std::unique_ptr<engine::Context> ctx_;
-  std::unique_ptr<SessionManager> sessions_;
+  std::unique_ptr<test::SoloSessions> sessions_;
 };
 
 TEST_F(SessionInvariants, PositionsStayContiguousThroughEviction) {
@@ -56,7 +81,7 @@ TEST_F(SessionInvariants, PositionsStayContiguousThroughEviction) {
   for (int i = 0; i < 40; ++i) {
     const auto lines = test::ohlcv_lines(3, 5, bar);
     bar += 3;
-    auto stats = s->append_text(lines);
+    auto stats = append(*s, lines);
     ASSERT_TRUE(stats.ok());
     EXPECT_EQ(stats->version, ++version);
     EXPECT_LE(s->n_data_tokens(), 400);
@@ -67,6 +92,8 @@ TEST_F(SessionInvariants, PositionsStayContiguousThroughEviction) {
     ASSERT_FALSE(seqs.empty());
     EXPECT_EQ(seqs.back(), static_cast<std::uint64_t>(bar));
     for (size_t k = 1; k < seqs.size(); ++k) EXPECT_EQ(seqs[k], seqs[k - 1] + 1);
+    // The cells the session says it holds are the cells its sequence holds.
+    EXPECT_EQ(s->cells_used(), s->query_pos() + static_cast<int>(s->ready_tail().size()));
   }
   EXPECT_GT(s->records_evicted(), 0u);
   // The retained tokens are exactly Region 0 + the retained records + the scaffold.
@@ -80,41 +107,43 @@ TEST_F(SessionInvariants, PositionsStayContiguousThroughEviction) {
   EXPECT_EQ(s->context_tokens(), expected);
 }
 
-TEST_F(SessionInvariants, QueryLeavesTheCacheUnchanged) {
+TEST_F(SessionInvariants, QueryLeavesTheSessionUnchanged) {
   Session* s = make(SessionMode::kStateful, "a");
   Session* n = make(SessionMode::kNaive, "n");
   ASSERT_TRUE(s && n);
   const auto lines = test::ohlcv_lines(8, 11);
-  ASSERT_TRUE(s->append_text(lines).ok());
-  ASSERT_TRUE(n->append_text(lines).ok());
+  ASSERT_TRUE(append(*s, lines).ok());
+  ASSERT_TRUE(append(*n, lines).ok());
 
   const auto ready_before = s->ready_logits();
   const engine::Pos max_before = ctx_->seq_pos_max(s->seq());
+  const int cells_before = sessions_->cells().used();
   QueryParams q;
   q.question = "What is the latest close?";
   q.generation.max_tokens = 10;
   q.generation.keep_first_logits = true;
-  auto first = s->query(q);
+  auto first = ask(*s, q);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(ctx_->seq_pos_max(s->seq()), max_before);
   EXPECT_EQ(s->ready_logits(), ready_before);
+  EXPECT_EQ(sessions_->cells().used(), cells_before);  // the fork's cells went with it
   EXPECT_FALSE(first->tokens.empty());
 
   // The same question again: the same answer.
-  auto second = s->query(q);
+  auto second = ask(*s, q);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->tokens, first->tokens);
   EXPECT_LE(test::compare(*second, *first).max_first_logit_diff, 1e-4f);
 
   // The next append and a query still match the full recompute.
   const auto more = test::ohlcv_lines(4, 11, 8);
-  ASSERT_TRUE(s->append_text(more).ok());
-  ASSERT_TRUE(n->append_text(more).ok());
-  auto as = s->query(q);
-  auto an = n->query(q);
+  ASSERT_TRUE(append(*s, more).ok());
+  ASSERT_TRUE(append(*n, more).ok());
+  auto as = ask(*s, q);
+  auto an = ask(*n, q);
   ASSERT_TRUE(as.ok() && an.ok());
   const auto c = test::compare(*as, *an);
-  EXPECT_TRUE(c.acceptable()) << c.describe();
+  EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
   expect_contiguous(*s);
   // The naive session keeps nothing in the cache between queries.
   EXPECT_EQ(ctx_->seq_pos_max(n->seq()), -1);
@@ -123,43 +152,75 @@ TEST_F(SessionInvariants, QueryLeavesTheCacheUnchanged) {
 TEST_F(SessionInvariants, StreamedTextMatchesTheAnswer) {
   Session* s = make(SessionMode::kStateful, "a");
   ASSERT_NE(s, nullptr);
-  ASSERT_TRUE(s->append_text(test::ohlcv_lines(5, 3)).ok());
+  ASSERT_TRUE(append(*s, test::ohlcv_lines(5, 3)).ok());
   std::string streamed;
   QueryParams q;
   q.question = "Describe the bars.";
   q.generation.max_tokens = 16;
-  auto query = s->start_query(q, [&](std::string_view piece) { streamed += piece; });
+  auto query = s->begin_query(q, *sessions_->lease(), [&](std::string_view piece) { streamed += piece; });
   ASSERT_TRUE(query.ok());
-  int steps = 0;
-  while (!(*query)->done()) {
-    ASSERT_TRUE((*query)->step().ok());
-    ++steps;
-  }
+  step(**query);
   const Answer a = (*query)->take_answer();
   EXPECT_EQ(streamed, a.text);
-  EXPECT_GE(steps, static_cast<int>(a.tokens.size()));
 }
 
-TEST_F(SessionInvariants, AbandonedQueryRestoresTheSession) {
+TEST_F(SessionInvariants, ManyQueriesOnOneSessionRunAtOnceAndAnswerAsAlone) {
   Session* s = make(SessionMode::kStateful, "a");
   ASSERT_NE(s, nullptr);
-  ASSERT_TRUE(s->append_text(test::ohlcv_lines(5, 3)).ok());
+  ASSERT_TRUE(append(*s, test::ohlcv_lines(6, 3)).ok());
+  QueryParams q;
+  q.question = "Describe the bars.";
+  q.generation.max_tokens = 8;
+  q.generation.keep_first_logits = true;
+  auto alone = ask(*s, q);
+  ASSERT_TRUE(alone.ok());
+  // Three forks of the same version, their rows in the same passes.
+  std::vector<std::unique_ptr<SessionQuery>> forks;
+  for (int i = 0; i < 3; ++i) forks.push_back(std::move(s->begin_query(q, *sessions_->lease())).value());
+  EXPECT_EQ(s->n_forks(), 3);
+  engine::Batch batch(static_cast<int>(ctx_->n_batch()));
+  while (!forks[0]->done()) {
+    batch.clear();
+    for (auto& f : forks) {
+      const sched::Demand d = f->demand();
+      f->add_rows(batch, {d.decode_rows > 0, d.prefill_tokens});
+    }
+    ASSERT_EQ(ctx_->decode(batch), engine::DecodeOutcome::kOk);
+    for (auto& f : forks) f->take();
+  }
+  for (auto& f : forks) {
+    ASSERT_TRUE(f->done());
+    const auto c = test::compare(f->take_answer(), *alone);
+    EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
+  }
+  forks.clear();
+  EXPECT_EQ(s->n_forks(), 0);
+  expect_contiguous(*s);
+}
+
+TEST_F(SessionInvariants, AbandonedQueryLeavesNothingBehind) {
+  Session* s = make(SessionMode::kStateful, "a");
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(append(*s, test::ohlcv_lines(5, 3)).ok());
   const engine::Pos max_before = ctx_->seq_pos_max(s->seq());
+  const int cells_before = sessions_->cells().used();
   QueryParams q;
   q.question = "Describe the bars.";
   q.generation.max_tokens = 16;
+  engine::SeqId fork = -1;
   {
-    auto query = s->start_query(q);
+    auto query = s->begin_query(q, *sessions_->lease());
     ASSERT_TRUE(query.ok());
-    ASSERT_TRUE((*query)->step().ok());
-    ASSERT_TRUE((*query)->step().ok());
-    // A second query on the same session is refused while the first runs.
-    auto other = s->start_query(q);
-    ASSERT_FALSE(other.ok());
-    EXPECT_EQ(other.error().type, ErrorType::kConflict);
+    fork = (*query)->seq();
+    step(**query, 3);
+    EXPECT_FALSE((*query)->done());
+    EXPECT_GT(sessions_->cells().used(), cells_before);
   }  // dropped unfinished (client went away)
+  EXPECT_EQ(ctx_->seq_pos_max(fork), -1);
   EXPECT_EQ(ctx_->seq_pos_max(s->seq()), max_before);
-  EXPECT_TRUE(s->query(q).ok());
+  EXPECT_EQ(sessions_->cells().used(), cells_before);
+  EXPECT_EQ(s->n_forks(), 0);
+  EXPECT_TRUE(ask(*s, q).ok());
 }
 
 }  // namespace
@@ -170,61 +231,52 @@ namespace {
 
 class Eviction : public SessionInvariants {};
 
-TEST_F(Eviction, RebuildRunsBesideAQueryAndSwapsAfterIt) {
+TEST_F(Eviction, AppendsAndRebuildsRunBesideAQueryThatKeepsItsVersion) {
   Session* s = make(SessionMode::kStateful, "a", 300);
   Session* n = make(SessionMode::kNaive, "n", 300);
   ASSERT_TRUE(s && n);
   ASSERT_EQ(s->eviction_policy(), EvictionPolicy::kRecompute);
   const auto lines = test::ohlcv_lines(8, 21);
-  ASSERT_TRUE(s->append_text(lines).ok());
-  ASSERT_TRUE(n->append_text(lines).ok());
+  ASSERT_TRUE(append(*s, lines).ok());
+  ASSERT_TRUE(append(*n, lines).ok());
   const std::uint64_t version = s->data_version();
 
   QueryParams q;
   q.question = "What is the latest close?";
   q.generation.max_tokens = 6;
   q.generation.keep_first_logits = true;
-  auto query = s->start_query(q);
+  auto recompute_then = ask(*n, q);
+  ASSERT_TRUE(recompute_then.ok());
+  auto query = s->begin_query(q, *sessions_->lease());
   ASSERT_TRUE(query.ok());
-  ASSERT_TRUE((*query)->step().ok());
+  step(**query, 1);
 
-  // New data that overflows the window: the rebuild decodes on the second sequence while the query holds
-  // the primary, and its swap waits for the query.
-  std::vector<TokenizedRecord> more;
+  // New data that overflows the window: the rebuild decodes on the work sequence and swaps at its end, all
+  // while the query runs on its fork of the previous version.
   const auto extra = test::ohlcv_lines(4, 21, 8);
-  for (size_t i = 0; i < extra.size(); ++i) more.push_back(*s->prepare_record(extra[i], 9 + i, i));
-  auto append = s->begin_append(std::move(more));
-  ASSERT_TRUE(append.ok()) << append.error().message;
-  StepResult r = StepResult::kRunning;
-  while (r == StepResult::kRunning) {
-    auto step = (*append)->step();
-    ASSERT_TRUE(step.ok());
-    r = *step;
-  }
-  EXPECT_EQ(r, StepResult::kBlocked);
-  EXPECT_TRUE((*append)->needs_primary());
-  EXPECT_EQ(s->data_version(), version);
-
-  auto answer = (*query)->run();
-  ASSERT_TRUE(answer.ok());
-  EXPECT_EQ(answer->data_version, version);
-  query->reset();
-
-  auto stats = (*append)->run();
-  ASSERT_TRUE(stats.ok());
-  EXPECT_TRUE(stats->rebuilt);
-  EXPECT_GT(stats->records_evicted, 0);
+  auto append_job = s->begin_append(prepare(*s, extra));
+  ASSERT_TRUE(append_job.ok()) << append_job.error().message;
+  step(**append_job);
+  const AppendStats stats = (*append_job)->stats();
+  EXPECT_TRUE(stats.rebuilt);
+  EXPECT_GT(stats.records_evicted, 0);
   EXPECT_EQ(s->data_version(), version + 1);
   expect_contiguous(*s);
-  EXPECT_EQ(ctx_->seq_pos_max(s->shadow_seq()), -1);  // the old primary's cells are free
 
-  ASSERT_TRUE(n->append_text(extra).ok());
+  step(**query);
+  const Answer answer = (*query)->take_answer();
+  EXPECT_EQ(answer.data_version, version);
+  const auto then = test::compare(answer, *recompute_then);
+  EXPECT_NE(then.verdict(), test::Verdict::kFailed) << "the fork answered on the old version: " << then.describe();
+  query->reset();
+
+  ASSERT_TRUE(append(*n, extra).ok());
   EXPECT_EQ(s->context_tokens(), n->context_tokens());
-  auto as = s->query(q);
-  auto an = n->query(q);
+  auto as = ask(*s, q);
+  auto an = ask(*n, q);
   ASSERT_TRUE(as.ok() && an.ok());
   const auto c = test::compare(*as, *an);
-  EXPECT_TRUE(c.acceptable()) << c.describe();
+  EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
 }
 
 TEST_F(Eviction, LowWaterMarkLeavesRoomForMoreData) {
@@ -233,7 +285,7 @@ TEST_F(Eviction, LowWaterMarkLeavesRoomForMoreData) {
   int rebuilds = 0;
   int bar = 0;
   for (int i = 0; i < 30; ++i) {
-    auto stats = s->append_text(test::ohlcv_lines(2, 4, bar));
+    auto stats = append(*s, test::ohlcv_lines(2, 4, bar));
     bar += 2;
     ASSERT_TRUE(stats.ok());
     rebuilds += stats->rebuilt ? 1 : 0;
@@ -248,21 +300,14 @@ TEST_F(Eviction, LowWaterMarkLeavesRoomForMoreData) {
   EXPECT_LT(rebuilds, 15);
 }
 
-TEST_F(Eviction, ShiftPolicyKeepsPositionsContiguous) {
-  SessionConfig c;
-  c.id = "shift";
-  c.system = "Instructions: read the bars.";
-  c.retention.max_tokens = 300;
-  c.retention.policy = EvictionPolicy::kShift;
-  c.query_budget = 48;
-  auto created = sessions_->create(c);
-  ASSERT_TRUE(created.ok());
-  Session* s = *created;
-  EXPECT_EQ(s->shadow_seq(), -1);
+TEST_F(Eviction, ShiftPolicyKeepsPositionsContiguousAndWaitsForForks) {
+  Session* s = make(SessionMode::kStateful, "shift", 300, EvictionPolicy::kShift);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->work_seq(), -1);
   int bar = 0;
   std::uint64_t version = s->data_version();
   for (int i = 0; i < 20; ++i) {
-    auto stats = s->append_text(test::ohlcv_lines(2, 6, bar));
+    auto stats = append(*s, test::ohlcv_lines(2, 6, bar));
     bar += 2;
     ASSERT_TRUE(stats.ok());
     EXPECT_FALSE(stats->rebuilt);
@@ -278,8 +323,44 @@ TEST_F(Eviction, ShiftPolicyKeepsPositionsContiguous) {
   QueryParams q;
   q.question = "Trend?";
   q.generation.max_tokens = 4;
-  EXPECT_TRUE(s->query(q).ok());
+  // Shifting moves cells that forks share: while a fork lives, the append waits.
+  auto query = s->begin_query(q, *sessions_->lease());
+  ASSERT_TRUE(query.ok());
+  EXPECT_FALSE(s->can_begin_append());
+  EXPECT_EQ(s->begin_append(prepare(*s, test::ohlcv_lines(1, 6, bar))).error().type, ErrorType::kConflict);
+  step(**query);
+  query->reset();
+  EXPECT_TRUE(s->can_begin_append());
+  EXPECT_TRUE(ask(*s, q).ok());
   expect_contiguous(*s);
+}
+
+TEST_F(Eviction, SessionsWithTheSameSystemTextShareRegion0) {
+  Session* a = make(SessionMode::kStateful, "a");
+  const int cells_after_one = sessions_->cells().used();
+  Session* b = make(SessionMode::kStateful, "b");
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->shared_region0(), b->shared_region0());
+  // b's Region 0 cells are a's: only its scaffold is new.
+  EXPECT_EQ(sessions_->cells().used() - cells_after_one, b->n_after_data());
+  const auto lines = test::ohlcv_lines(6, 8);
+  ASSERT_TRUE(append(*a, lines).ok());
+  ASSERT_TRUE(append(*b, lines).ok());
+  QueryParams q;
+  q.question = "What was the last close?";
+  q.generation.max_tokens = 6;
+  q.generation.keep_first_logits = true;
+  auto qa = ask(*a, q);
+  auto qb = ask(*b, q);
+  ASSERT_TRUE(qa.ok() && qb.ok());
+  const auto c = test::compare(*qb, *qa);
+  EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
+  // a goes; b keeps the shared cells and still answers the same.
+  sessions_->remove(a);
+  auto again = ask(*b, q);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->tokens, qb->tokens);
+  expect_contiguous(*b);
 }
 
 }  // namespace

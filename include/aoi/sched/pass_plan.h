@@ -1,0 +1,85 @@
+// What one forward pass carries, decided as a pure function of the lanes' demands: no threads, no model, so
+// the policy is tested by driving it for hundreds of passes with a fake forward step.
+//
+// The rules, in the order they apply:
+//   1. Decode rows first: every lane with sampled tokens waiting (one row per growing answer) joins, highest
+//      class first, as long as the pass has room. Decode rows are never held back by cells: each needs one.
+//   2. Then prefill chunks (prompt, question or record tokens), in class order FLASH > SESSION > POOL >
+//      STREAM, round-robin among tenants (sessions) within a class, each lane a chunk of
+//      clamp(n_batch / N_prefilling, chunk_min, chunk_max) tokens while the pass has room; room left over
+//      goes to the same lanes again, up to chunk_max each.
+//   3. Background ingestion (STREAM) does not prefill beside interactive work (any FLASH, SESSION or POOL
+//      demand), so a question's passes stay short: it waits at most the pass in flight when it arrived.
+//   4. Aging: a lane that had prefill to do and got none for aging_passes passes goes first, whatever its
+//      class and whatever else runs, so no class starves another.
+//   5. Cells: a prefill that has not started begins only when everything committed (cells in use plus what
+//      started prefills will still add) and its own tokens stay under the high-water mark; once started it
+//      runs to the end, so two half-done operations never block each other. When nothing else can run, the
+//      first deferred lane goes anyway (the forward pass then tells whether it fits).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "aoi/sched/priority.h"
+
+namespace aoi::sched {
+
+struct LaneDemand {
+  Priority priority = Priority::kStream;
+  std::uint64_t tenant = 0;      // round-robin key: the lanes of one session share it
+  int decode_rows = 0;           // rows that join together or not at all (one per growing answer)
+  int prefill_tokens = 0;        // tokens left to prefill; any leading part of them may join (a chunk)
+  bool prefill_started = false;  // part of the prefill is decoded: its remaining cells are committed
+  int passes_waiting = 0;        // consecutive passes with prefill to do and no chunk (aging)
+};
+
+struct PlanParams {
+  int n_batch = 512;      // tokens one pass may carry
+  int chunk_min = 128;    // clamp of the per-lane prefill chunk
+  int chunk_max = 1024;
+  int aging_passes = 32;  // held back this many passes: goes first
+  int cells_total = 0;    // KV cells of the context
+  // Cells in use plus the rest of every started prefill: what the cache will hold without new starts.
+  int cells_committed = 0;
+  double high_water = 0.95;
+};
+
+struct LaneGrant {
+  bool decode = false;  // its decode rows join
+  int prefill = 0;      // prefill tokens that join
+  bool deferred = false;  // prefill waited: cells above the high-water mark
+  bool held = false;      // prefill waited: background work beside interactive work
+};
+
+struct PassPlan {
+  std::vector<LaneGrant> grants;  // one per lane, in input order
+  int n_tokens = 0;               // rows of the pass
+  int n_decode_rows = 0;
+  int chunk = 0;          // the prefill chunk of this pass (0: no prefill candidates)
+  int cells_started = 0;  // cells committed by prefills that start in this pass
+  bool forced = false;    // a deferred lane went because nothing else could run
+  bool empty() const { return n_tokens == 0; }
+};
+
+// Which tenant each class served last, so that the next pass starts after it. Kept between passes.
+class RoundRobin {
+ public:
+  // Position of `tenant` in this class's order for the next pass: tenants after the last served come first.
+  std::pair<int, std::uint64_t> rank(Priority priority, std::uint64_t tenant) const;
+  void served(Priority priority, std::uint64_t tenant);
+
+ private:
+  std::array<std::optional<std::uint64_t>, kPriorityCount> last_{};
+};
+
+// clamp(n_batch / n_prefilling, chunk_min, chunk_max), and never more than n_batch.
+int prefill_chunk(int n_batch, int n_prefilling, int chunk_min, int chunk_max);
+
+// Plans one pass and records, in `rr`, the tenants it served.
+PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, RoundRobin& rr);
+
+}  // namespace aoi::sched

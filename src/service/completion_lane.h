@@ -1,0 +1,56 @@
+// One stateless completion (POOL): waits until its cells (prompt + max_tokens) fit the completions' budget
+// and a pool sequence is free, then decodes the prompt from position 0 and generates, through shared passes.
+// Completions that start with the same tokens prefill them once (grouped prefill).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "aoi/engine/generation.h"
+#include "aoi/sched/lane.h"
+#include "inference_state.h"
+
+namespace aoi::service {
+
+class CompletionLane : public sched::Lane {
+ public:
+  CompletionLane(InferenceState& state, std::uint64_t tenant, std::vector<engine::Token> prompt,
+                 GenerateRequest request, std::function<void(std::string_view)> on_text,
+                 std::function<void(Result<GenerateOutcome>)> reply);
+  ~CompletionLane() override;
+
+  sched::Priority priority() const override { return sched::Priority::kPool; }
+  std::uint64_t tenant() const override { return tenant_; }
+  std::string_view name() const override { return "completion"; }
+  sched::Demand poll(sched::Clock::time_point now) override;
+  bool done() const override { return !reply_; }  // the caller has its answer
+  std::optional<sched::Clock::time_point> deadline() const override;
+  void add_rows(engine::Batch& batch, const sched::Grant& grant) override;
+  void take() override;
+  std::optional<sched::PrefixCandidate> prefix_candidate() const override;
+  engine::SeqId prefill_seq() const override { return lease_.id(); }
+  void follow(engine::SeqId leader, int n_tokens) override;
+  void fail(const Error& error) override;
+
+ private:
+  void complete(Result<GenerateOutcome> result);
+  void release();
+
+  InferenceState& state_;
+  std::uint64_t tenant_;
+  std::vector<engine::Token> prompt_;
+  GenerateRequest request_;
+  std::function<void(std::string_view)> on_text_;
+  std::function<void(Result<GenerateOutcome>)> reply_;
+  sched::CellReservation reservation_;
+  sched::SeqLease lease_;
+  sched::CellHold cells_;
+  std::unique_ptr<engine::Generation> generation_;
+  sched::Clock::time_point submitted_;
+  double queue_ms_ = 0;
+};
+
+}  // namespace aoi::service

@@ -1,0 +1,169 @@
+#include "ingest_lane.h"
+
+#include <spdlog/spdlog.h>
+
+namespace aoi::service {
+
+IngestLane::IngestLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt)
+    : state_(state), rt_(std::move(rt)) {}
+
+IngestLane::~IngestLane() {
+  if (!batch_.empty() || append_) drop_held(Error::not_ready("ingestion stopped"));
+  rt_->ingesting = false;
+}
+
+void IngestLane::drop(const Error& why, std::uint64_t n_records) {
+  if (n_records == 0) return;
+  SessionHandle& h = *rt_->handle;
+  h.counters().records_dropped.fetch_add(n_records);
+  h.events().publish("error", {{"type", error_type_name(why.type)},
+                               {"message", std::to_string(n_records) + " records dropped: " + why.message}});
+}
+
+void IngestLane::drop_held(const Error& why) {
+  const std::uint64_t held = batch_.size() + (append_ ? static_cast<std::uint64_t>(append_->n_records()) : 0);
+  batch_.clear();
+  append_.reset();  // an unfinished append rolls back
+  drop(why, held);
+}
+
+Result<session::TokenizedRecord> IngestLane::prepare(const PendingRecord& record) {
+  const session::Session& s = *rt_->session;
+  ingest::RecordRenderer& renderer = rt_->handle->renderer();
+  if (const auto* text = std::get_if<std::string>(&record.record)) {
+    return s.prepare_tokens(renderer.text_tokens(*text), record.seq);
+  }
+  auto tokens = renderer.tokens(std::get<ingest::Record>(record.record), 0);
+  if (!tokens) return tokens.error();
+  return s.prepare_tokens(std::move(tokens).value(), record.seq);
+}
+
+void IngestLane::fill_batch() {
+  SessionHandle& h = *rt_->handle;
+  const int budget = state_.ingest_batch_tokens(*rt_->session);
+  int tokens = 0;
+  for (const auto& r : batch_) tokens += static_cast<int>(r.tokens.size());
+  PendingRecord record;
+  while (tokens < budget && h.pop(record)) {
+    auto prepared = prepare(record);
+    if (!prepared) {
+      h.counters().records_rejected.fetch_add(1, std::memory_order_relaxed);
+      h.events().publish("error", {{"type", error_type_name(prepared.error().type)},
+                                   {"message", prepared.error().message},
+                                   {"field", "records"},
+                                   {"seq", record.seq}});
+      continue;
+    }
+    tokens += static_cast<int>(prepared->tokens.size());
+    batch_.push_back(std::move(prepared).value());
+  }
+}
+
+std::vector<session::TokenizedRecord> IngestLane::take_batch() {
+  // The ring cannot give a record back, so the one that would overfill the batch waits here: a batch over
+  // the budget would cost a second, nearly empty pass.
+  const int budget = state_.ingest_batch_tokens(*rt_->session);
+  size_t n = 0;
+  int tokens = 0;
+  while (n < batch_.size() && (n == 0 || tokens + static_cast<int>(batch_[n].tokens.size()) <= budget)) {
+    tokens += static_cast<int>(batch_[n].tokens.size());
+    ++n;
+  }
+  std::vector<session::TokenizedRecord> taken(std::make_move_iterator(batch_.begin()),
+                                              std::make_move_iterator(batch_.begin() + static_cast<long>(n)));
+  batch_.erase(batch_.begin(), batch_.begin() + static_cast<long>(n));
+  return taken;
+}
+
+void IngestLane::start_appends() {
+  session::Session& s = *rt_->session;
+  while (!append_) {
+    fill_batch();
+    if (batch_.empty() || !s.can_begin_append()) break;
+    std::vector<session::TokenizedRecord> taken = take_batch();
+    const size_t n_taken = taken.size();
+    auto begun = s.begin_append(std::move(taken));
+    if (!begun) {
+      // Not expected (can_begin_append was checked): the batch is dropped, counted and reported.
+      spdlog::error("session {}: append refused: {}", s.id(), begun.error().message);
+      drop(begun.error(), n_taken);
+      continue;
+    }
+    append_ = std::move(begun).value();
+    // A naive session's append is bookkeeping: done at once, without a pass.
+    if (append_->done()) complete_append();
+  }
+  rt_->ingesting = append_ != nullptr || !batch_.empty() || rt_->handle->pending() > 0;
+}
+
+sched::Demand IngestLane::poll(sched::Clock::time_point) {
+  if (!append_) start_appends();
+  return append_ ? append_->demand() : sched::Demand{};
+}
+
+void IngestLane::add_rows(engine::Batch& batch, const sched::Grant& grant) {
+  if (append_) append_->add_rows(batch, grant);
+}
+
+void IngestLane::take() {
+  if (!append_) return;
+  append_->take();
+  if (append_->done()) complete_append();
+}
+
+void IngestLane::complete_append() {
+  const session::AppendStats stats = append_->stats();
+  append_.reset();
+  SessionRuntime& rt = *rt_;
+  SessionHandle& h = *rt.handle;
+  const session::Session& s = *rt.session;
+  SessionCounters& c = h.counters();
+  // Ingested: every valid record ingestion took, those the window evicted at once included, so that
+  // pushed = ingested + dropped + rejected (+ pending) and retained = ingested - evicted.
+  c.records_ingested.fetch_add(static_cast<std::uint64_t>(stats.records_added + stats.records_skipped));
+  c.tokens_ingested.fetch_add(static_cast<std::uint64_t>(stats.tokens_added));
+  // Queries read the ready verdict and these counters; clients read the snapshot. Publishing in this order
+  // means a client who sees version v (or sequence n) in the snapshot gets answers at v or later.
+  state_.publish_ready(rt);
+  h.data_version = s.data_version();
+  h.seq_ingested = s.last_record_seq();
+  state_.refresh_snapshot(rt);
+  SessionSnapshot snap = h.snapshot();
+  snap.ingest_ms = stats.decode_ms;
+  snap.data_interval_ms = h.push_interval_ms();
+  if (stats.rebuilt) snap.rebuilds++;
+  h.set_snapshot(std::move(snap));
+  const std::uint64_t dropped_total = c.records_dropped.load();
+  h.events().publish("data_updated", {{"version", stats.version},
+                                      {"records_added", stats.records_added},
+                                      {"tokens_added", stats.tokens_added},
+                                      {"records_evicted", stats.records_evicted},
+                                      {"tokens_evicted", stats.tokens_evicted},
+                                      {"dropped", dropped_total - dropped_reported_},
+                                      {"dropped_total", dropped_total},
+                                      {"rejected_total", c.records_rejected.load()},
+                                      {"pending", h.unaccounted()},
+                                      {"last_seq", s.last_record_seq()},
+                                      {"rebuilt", stats.rebuilt},
+                                      {"ingest_ms", stats.decode_ms}});
+  dropped_reported_ = dropped_total;
+  rt.ingesting = !batch_.empty() || h.pending() > 0;
+}
+
+void IngestLane::fail(const Error& error) {
+  // Deleted or shutting down: what this lane holds and what waits in the ring will not be ingested; count it
+  // as dropped.
+  drop_held(error);
+  std::uint64_t pending = 0;
+  PendingRecord discard;
+  while (rt_->handle->pop(discard)) ++pending;
+  if (pending > 0) {
+    rt_->handle->counters().records_dropped.fetch_add(pending);
+    rt_->handle->events().publish(
+        "error", {{"type", error_type_name(error.type)},
+                  {"message", std::to_string(pending) + " pending records dropped: " + error.message}});
+  }
+  rt_->ingesting = false;
+}
+
+}  // namespace aoi::service

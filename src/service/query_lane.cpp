@@ -1,0 +1,84 @@
+#include "query_lane.h"
+
+namespace aoi::service {
+namespace {
+
+double ms_between(sched::Clock::time_point a, sched::Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+QueryLane::QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, QueryRequest request,
+                     std::function<void(std::string_view)> on_text, std::function<void(Result<QueryOutcome>)> done)
+    : state_(state),
+      rt_(std::move(rt)),
+      request_(std::move(request)),
+      on_text_(std::move(on_text)),
+      reply_(std::move(done)),
+      submitted_(sched::Clock::now()) {}
+
+void QueryLane::complete(Result<QueryOutcome> result) {
+  query_.reset();  // the fork goes before the caller hears back
+  if (reply_) {
+    auto done = std::move(reply_);
+    reply_ = nullptr;
+    done(std::move(result));
+  }
+}
+
+std::optional<sched::Clock::time_point> QueryLane::deadline() const {
+  // wait_timeout bounds the read-your-writes wait only; waiting for a sequence is not bounded (a client that
+  // gives up cancels).
+  if (query_ || !request_.min_seq) return std::nullopt;
+  return submitted_ + request_.wait_timeout;
+}
+
+sched::Demand QueryLane::poll(sched::Clock::time_point now) {
+  if (request_.cancelled && request_.cancelled->load()) {
+    complete(Error::timeout("the client went away"));
+    return {};
+  }
+  if (!query_) {
+    session::Session& s = *rt_->session;
+    if (request_.min_seq && s.last_record_seq() < *request_.min_seq) return {};
+    if (!s.can_fork() || state_.scratch_seqs().free() == 0) return {};
+    queue_ms_ = ms_between(submitted_, now);
+    session::QueryParams params{request_.question, request_.generation};
+    auto started = s.begin_query(std::move(params), *state_.scratch_seqs().take(), on_text_);
+    if (!started) {
+      complete(started.error());
+      return {};
+    }
+    query_ = std::move(started).value();
+  }
+  return query_->demand();
+}
+
+void QueryLane::add_rows(engine::Batch& batch, const sched::Grant& grant) {
+  if (query_) query_->add_rows(batch, grant);
+}
+
+void QueryLane::take() {
+  if (!query_) return;
+  query_->take();
+  if (!query_->done()) return;
+  QueryOutcome outcome;
+  outcome.answer = query_->take_answer();
+  outcome.queue_ms = queue_ms_;
+  outcome.total_ms = ms_between(submitted_, sched::Clock::now());
+  rt_->handle->counters().queries.fetch_add(1, std::memory_order_relaxed);
+  complete(std::move(outcome));
+}
+
+void QueryLane::fail(const Error& error) {
+  if (error.type == ErrorType::kTimeout && request_.min_seq && !query_) {
+    complete(Error::timeout("record " + std::to_string(*request_.min_seq) + " was not ingested within " +
+                            std::to_string(request_.wait_timeout.count()) + " ms (ingested up to " +
+                            std::to_string(rt_->session->last_record_seq()) + ")"));
+    return;
+  }
+  complete(error);
+}
+
+}  // namespace aoi::service

@@ -1,0 +1,58 @@
+#include "aoi/session/session_setup.h"
+
+#include "aoi/engine/context.h"
+#include "aoi/engine/model.h"
+
+namespace aoi::session {
+
+SessionSetup::SessionSetup(Session& session, engine::TokenFeed feed) : s_(session), feed_(std::move(feed)) {}
+
+SessionSetup::~SessionSetup() {
+  if (done_) return;
+  // Unfinished (creation failed or was abandoned): nothing of it stays.
+  s_.ctx_.seq_remove(s_.seq(), 0, -1);
+  s_.cells_.set(0);
+}
+
+sched::Demand SessionSetup::demand() const {
+  if (done_) return {};
+  return {0, feed_.left(), feed_.started()};
+}
+
+void SessionSetup::add_rows(engine::Batch& batch, const sched::Grant& grant) { feed_.add(batch, grant.prefill); }
+
+void SessionSetup::take() {
+  if (done_) return;
+  const int row = feed_.commit();
+  // Cells as they are decoded: Region 0's go to the (possibly shared) Region 0, the rest to the session.
+  const int decoded = feed_.next_pos();
+  if (s_.region0_.use_count() == 1) s_.region0_->cells.set(std::min(decoded, s_.n_region0()));
+  s_.cells_.set(decoded - s_.n_region0());
+  if (row >= 0) finish(row);
+}
+
+std::optional<sched::PrefixCandidate> SessionSetup::prefix_candidate() const {
+  // Only a setup from position 0 can lead or follow: what its sequence holds is exactly what it decoded.
+  if (done_ || feed_.start() != 0) return std::nullopt;
+  return sched::PrefixCandidate{feed_.decoded(), feed_.rest()};
+}
+
+void SessionSetup::follow(SeqId leader, int n_tokens) {
+  const Pos p0 = feed_.next_pos();
+  s_.ctx_.seq_copy(leader, s_.seq(), p0, p0 + n_tokens);
+  feed_.skip(n_tokens);
+  const int decoded = feed_.next_pos();
+  s_.region0_->cells.set(std::min(decoded, s_.n_region0()));
+  s_.cells_.set(decoded - s_.n_region0());
+}
+
+void SessionSetup::finish(int logits_row) {
+  const float* logits = s_.ctx_.logits(logits_row);
+  s_.ready_logits_.assign(logits, logits + s_.ctx_.model().n_vocab());
+  s_.scaffold_ready_ = true;
+  s_.set_up_ = true;
+  s_.cells_.set(s_.own_cells());
+  done_ = true;
+}
+
+}  // namespace aoi::session

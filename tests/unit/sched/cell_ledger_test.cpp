@@ -1,0 +1,81 @@
+// Cells and sequence ids as RAII leases: never lost on an error path, never counted twice.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <set>
+
+#include "aoi/sched/cell_ledger.h"
+#include "aoi/sched/seq_ids.h"
+
+namespace aoi::sched {
+namespace {
+
+TEST(CellBudget, AdmitsWhatFitsRefusesWhatNeverCanAndSaysWhy) {
+  CellBudget budget("sessions", 1000);
+  auto a = budget.reserve(600, "session a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(budget.reserved(), 600);
+  auto b = budget.reserve(500, "session b");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().type, ErrorType::kOverloaded);
+  EXPECT_NE(b.error().message.find("session b needs 500"), std::string::npos) << b.error().message;
+  EXPECT_NE(b.error().message.find("400 of the 1000"), std::string::npos) << b.error().message;
+  auto never = budget.reserve(1001, "session c");
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(never.error().type, ErrorType::kInvalidValue);
+  {
+    auto moved = std::move(a).value();
+    EXPECT_EQ(budget.reserved(), 600);
+  }  // released with its last owner
+  EXPECT_EQ(budget.reserved(), 0);
+  EXPECT_TRUE(budget.reserve(1000, "session b").ok());
+  EXPECT_EQ(budget.reserved(), 0);  // a temporary: released at once
+}
+
+TEST(CellHold, FollowsItsHolderAndReleasesOnDestruction) {
+  CellLedger ledger(4096);
+  {
+    CellHold a(ledger);
+    a.set(100);
+    CellHold b(ledger);
+    b.add(50);
+    b.add(-20);
+    EXPECT_EQ(ledger.used(), 130);
+    CellHold c = std::move(b);
+    EXPECT_EQ(ledger.used(), 130);
+    c = CellHold(ledger);  // the moved-to hold gives its cells back before taking the new (empty) one
+    EXPECT_EQ(ledger.used(), 100);
+    a.set(-5);  // never negative
+    EXPECT_EQ(a.cells(), 0);
+  }
+  EXPECT_EQ(ledger.used(), 0);
+}
+
+TEST(SeqIdPool, LeasesComeBackAndAreNeverHandedOutTwice) {
+  SeqIdPool pool(10, 3);
+  std::set<engine::SeqId> ids;
+  {
+    auto a = pool.take();
+    auto b = pool.take();
+    auto c = pool.take();
+    ASSERT_TRUE(a && b && c);
+    EXPECT_FALSE(pool.take().has_value());
+    EXPECT_EQ(pool.busy(), 3);
+    ids = {a->id(), b->id(), c->id()};
+    SeqLease moved = std::move(*b);
+    EXPECT_FALSE(*b);
+    EXPECT_EQ(pool.busy(), 3);
+    swap(moved, *a);
+    EXPECT_EQ(pool.busy(), 3);
+  }
+  EXPECT_EQ(ids, (std::set<engine::SeqId>{10, 11, 12}));
+  EXPECT_EQ(pool.busy(), 0);
+  EXPECT_EQ(pool.free(), 3);
+  auto again = pool.take();
+  ASSERT_TRUE(again);
+  again->release();
+  EXPECT_EQ(pool.free(), 3);
+}
+
+}  // namespace
+}  // namespace aoi::sched
