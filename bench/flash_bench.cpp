@@ -50,12 +50,12 @@ std::vector<std::string> bars(int n, int first) {
 std::unique_ptr<aoi::service::Service> start(const std::string& model, int threads, int depth) {
   aoi::service::ServiceParams p;
   p.model.path = model;
-  p.context.n_ctx = static_cast<std::uint32_t>(2 * (depth + 4096) + 4096);
+  // Four sequences (two sessions, a completion slot, a spare), each the data and a round of questions.
+  p.context.n_ctx = static_cast<std::uint32_t>(4 * (depth + 4096));
   p.context.n_batch = p.context.n_ubatch = 512;
   p.context.n_threads = p.context.n_threads_batch = threads;
   p.max_sessions = 2;
   p.pool_slots = 1;
-  p.pool_max_tokens = 1024;
   p.max_flash = 16;
   return aoi::service::Service::start(p).value();
 }

@@ -77,7 +77,8 @@ double raw_prefill_tps(aoi::engine::Model& model, const aoi::engine::ContextPara
   return tokens / seconds_since(t0);
 }
 
-// One session owning the whole context: `window` tokens of data, twice over for recompute eviction's rebuild.
+// One session owning the whole context: two sequences (the session's, a spare for recompute eviction's
+// rebuild) of `window` tokens of data and a question each.
 std::unique_ptr<aoi::service::Service> start(const std::string& model, aoi::engine::ContextParams cp, int window) {
   aoi::service::ServiceParams p;
   p.model.path = model;

@@ -77,14 +77,14 @@ wait_ready() {  # url log
 aoi_gpu=() llama_gpu=()
 [ "$gpu" = 1 ] && aoi_gpu=(--n-gpu-layers -1) && llama_gpu=(-ngl 999)
 
-# aoi: stateful and naive in separate processes, so a naive recompute never attends over the stateful
-# session's cells. Contexts hold the whole stream (and the rebuild sequence of recompute eviction).
+# aoi: stateful and naive in separate processes, so that each is timed alone. A server has three sequences
+# (the session's, a completion slot, a spare for recompute eviction's rebuilds), each holding the whole stream.
 # The servers start in this shell (not in a $(...) subshell), so that cleanup knows their pids; each start sets
 # $url.
-start_aoi() {  # name cells
+start_aoi() {  # name cells-per-sequence
   local port; port=$(free_port)
-  build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size "$2" --max-sessions 1 \
-    --pool-slots 1 --pool-max-tokens 256 "${aoi_gpu[@]}" >"$out/$1.log" 2>&1 &
+  build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size $((3 * $2)) --max-sessions 1 \
+    --pool-slots 1 --spare-seqs 1 "${aoi_gpu[@]}" >"$out/$1.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/$1.log"
   url="http://127.0.0.1:$port"
@@ -100,10 +100,10 @@ start_llama() {  # name [extra args]
 }
 
 echo "== streaming benchmark, preset $preset: $model, $threads threads, output in $out"
-# Sessions hold ctx tokens of bars (twice that with recompute eviction's rebuild sequence).
-start_aoi aoi $((2 * ctx + 2048)); aoi_url=$url
-start_aoi aoi-naive $((ctx + 2048)); naive_url=$url
-start_aoi aoi-shift $((ctx + 2048)); shift_url=$url
+# Sessions hold ctx tokens of bars, the system text and a question.
+start_aoi aoi $((ctx + 1024)); aoi_url=$url
+start_aoi aoi-naive $((ctx + 1024)); naive_url=$url
+start_aoi aoi-shift $((ctx + 1024)); shift_url=$url
 start_llama llama-server; llama_url=$url
 start_llama llama-server-reuse --cache-reuse 256; reuse_url=$url
 systems=(--system "aoi=aoi:$aoi_url" --system "aoi-naive=aoi-naive:$naive_url@$every"

@@ -12,28 +12,20 @@ namespace {
 
 ggml_type to_ggml(KvType type) {
   switch (type) {
-    case KvType::kF32:
-      return GGML_TYPE_F32;
-    case KvType::kF16:
-      return GGML_TYPE_F16;
-    case KvType::kBF16:
-      return GGML_TYPE_BF16;
-    case KvType::kQ8_0:
-      return GGML_TYPE_Q8_0;
-    case KvType::kQ4_0:
-      return GGML_TYPE_Q4_0;
+    case KvType::kF32: return GGML_TYPE_F32;
+    case KvType::kF16: return GGML_TYPE_F16;
+    case KvType::kBF16: return GGML_TYPE_BF16;
+    case KvType::kQ8_0: return GGML_TYPE_Q8_0;
+    case KvType::kQ4_0: return GGML_TYPE_Q4_0;
   }
   return GGML_TYPE_F16;
 }
 
 llama_flash_attn_type to_llama(FlashAttn fa) {
   switch (fa) {
-    case FlashAttn::kOff:
-      return LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    case FlashAttn::kOn:
-      return LLAMA_FLASH_ATTN_TYPE_ENABLED;
-    case FlashAttn::kAuto:
-      return LLAMA_FLASH_ATTN_TYPE_AUTO;
+    case FlashAttn::kOff: return LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    case FlashAttn::kOn: return LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    case FlashAttn::kAuto: return LLAMA_FLASH_ATTN_TYPE_AUTO;
   }
   return LLAMA_FLASH_ATTN_TYPE_DISABLED;
 }
@@ -42,14 +34,10 @@ llama_flash_attn_type to_llama(FlashAttn fa) {
 
 const char* decode_outcome_name(DecodeOutcome outcome) {
   switch (outcome) {
-    case DecodeOutcome::kOk:
-      return "ok";
-    case DecodeOutcome::kNoKvSlot:
-      return "no KV cache slot for the batch";
-    case DecodeOutcome::kAborted:
-      return "decode aborted";
-    case DecodeOutcome::kFailed:
-      return "decode failed";
+    case DecodeOutcome::kOk: return "ok";
+    case DecodeOutcome::kNoKvSlot: return "no KV cache slot for the batch";
+    case DecodeOutcome::kAborted: return "decode aborted";
+    case DecodeOutcome::kFailed: return "decode failed";
   }
   return "decode failed";
 }
@@ -93,27 +81,20 @@ Context::~Context() { llama_free(ctx_); }
 DecodeOutcome Context::decode(const Batch& batch) {
   const int32_t rc = llama_decode(ctx_, batch.raw());
   switch (rc) {
-    case 0:
-      return DecodeOutcome::kOk;
-    case 1:
-      return DecodeOutcome::kNoKvSlot;
-    case 2:
-      return DecodeOutcome::kAborted;
-    default:
-      return DecodeOutcome::kFailed;
+    case 0: return DecodeOutcome::kOk;
+    case 1: return DecodeOutcome::kNoKvSlot;
+    case 2: return DecodeOutcome::kAborted;
+    default: return DecodeOutcome::kFailed;
   }
 }
 
 Status Context::decode_or_error(const Batch& batch) {
   switch (decode(batch)) {
-    case DecodeOutcome::kOk:
-      return {};
+    case DecodeOutcome::kOk: return {};
     case DecodeOutcome::kNoKvSlot:
       return Error::overloaded("the KV cache is full (" + std::to_string(n_ctx()) + " cells)");
-    case DecodeOutcome::kAborted:
-      return Error::internal("decode aborted");
-    case DecodeOutcome::kFailed:
-      return Error::internal("llama_decode failed");
+    case DecodeOutcome::kAborted: return Error::internal("decode aborted");
+    case DecodeOutcome::kFailed: return Error::internal("llama_decode failed");
   }
   return Error::internal("llama_decode failed");
 }

@@ -13,11 +13,8 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 }  // namespace
 
-InferenceLoop::InferenceLoop(Forward& forward, CellLedger& cells, LoopParams params)
-    : forward_(forward),
-      cells_(cells),
-      params_(params),
-      batch_(params.n_batch, std::max(1, params.max_seqs_per_row)) {
+InferenceLoop::InferenceLoop(Forward& forward, const CellLedger& cells, LoopParams params)
+    : forward_(forward), cells_(cells), params_(params), batch_(params.n_batch) {
   thread_ = std::thread([this] { run(); });
   thread_id_ = thread_.get_id();
 }
@@ -187,16 +184,19 @@ bool InferenceLoop::build(const std::vector<LaneGrant>& grants, std::vector<size
   batch_.clear();
   granted.clear();
   for (size_t i = 0; i < lanes_.size(); ++i) {
-    const LaneGrant& g = grants[i];
-    if (!g.decode && g.prefill == 0) continue;
+    if (grants[i].decode || grants[i].prefill > 0) granted.push_back(i);
+  }
+  // In sequence order, so that llama.cpp can put consecutive streams into one micro-batch.
+  std::stable_sort(granted.begin(), granted.end(),
+                   [&](size_t a, size_t b) { return lanes_[a].lane->seq() < lanes_[b].lane->seq(); });
+  for (size_t i : granted) {
     Entry& e = lanes_[i];
     try {
-      e.lane->add_rows(batch_, Grant{g.decode, g.prefill});
+      e.lane->add_rows(batch_, Grant{grants[i].decode, grants[i].prefill});
     } catch (const std::exception& ex) {
       fail_entry(e, Error::internal(std::string(e.lane->name()) + " failed: " + ex.what()));
       return false;
     }
-    granted.push_back(i);
   }
   return true;
 }
@@ -225,7 +225,6 @@ void InferenceLoop::run_pass() {
   }
 
   std::vector<LaneDemand> demands(n);
-  int committed = cells_.used();
   for (size_t i = 0; i < n; ++i) {
     const Entry& e = lanes_[i];
     LaneDemand& d = demands[i];
@@ -234,17 +233,12 @@ void InferenceLoop::run_pass() {
     d.tenant = e.lane->tenant();
     d.decode_rows = e.demand.decode_rows;
     d.prefill_tokens = leader_of[i] >= 0 ? 0 : e.demand.prefill_tokens;
-    d.prefill_started = e.demand.prefill_started;
     d.passes_waiting = e.passes_waiting;
-    if (d.prefill_started) committed += d.prefill_tokens;
   }
   PlanParams pp{.n_batch = params_.n_batch,
                 .chunk_min = params_.chunk_min,
                 .chunk_max = params_.chunk_max,
-                .aging_passes = params_.aging_passes,
-                .cells_total = cells_.total(),
-                .cells_committed = committed,
-                .high_water = params_.high_water};
+                .aging_passes = params_.aging_passes};
   PassPlan plan = plan_pass(demands, pp, rr_);
   if (plan.empty()) return;
 
@@ -296,23 +290,31 @@ void InferenceLoop::run_pass() {
                               lanes_[i].demand.prefill_tokens - 1});
       if (m <= 0) continue;
       try {
-        lanes_[i].lane->follow(lanes_[static_cast<size_t>(leader)].lane->prefill_seq(), m);
+        lanes_[i].lane->follow(lanes_[static_cast<size_t>(leader)].lane->seq(), m);
         grouped += static_cast<std::uint64_t>(m);
       } catch (const std::exception& ex) {
         fail_entry(lanes_[i], Error::internal(std::string(lanes_[i].lane->name()) + " failed: " + ex.what()));
       }
     }
   } else if (outcome != engine::DecodeOutcome::kNoKvSlot) {
-    const Error error = Error::internal(std::string("the forward pass failed: ") + engine::decode_outcome_name(outcome));
+    const Error error =
+        Error::internal(std::string("the forward pass failed: ") + engine::decode_outcome_name(outcome));
     spdlog::error("{} ({} rows)", error.message, batch_.size());
     for (size_t i : granted) fail_entry(lanes_[i], error);
   }
 
-  // Aging: a lane that had prefill to do and got none waits one pass longer.
+  // Aging: a lane that had prefill to do and got none waits one pass longer; one that got a whole chunk (or
+  // the rest of its prefill) starts again; a part of a chunk (the end of the pass's room) keeps its place.
   for (size_t i = 0; i < n; ++i) {
     Entry& e = lanes_[i];
-    if (demands[i].prefill_tokens == 0) continue;
-    e.passes_waiting = plan.grants[i].prefill > 0 ? 0 : e.passes_waiting + 1;
+    const int asked = demands[i].prefill_tokens;
+    const int got = plan.grants[i].prefill;
+    if (asked == 0) continue;
+    if (got == 0) {
+      e.passes_waiting++;
+    } else if (got >= std::min(plan.chunk, asked)) {
+      e.passes_waiting = 0;
+    }
   }
   passes_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(stats_mu_);
@@ -322,6 +324,8 @@ void InferenceLoop::run_pass() {
   stats_.grouped_tokens += grouped;
   stats_.last_pass_tokens = batch_.size();
   stats_.last_pass_ms = ms_since(t0);
+  recent_ms_[recent_next_++ % recent_ms_.size()] = stats_.last_pass_ms;
+  stats_.max_recent_pass_ms = *std::max_element(recent_ms_.begin(), recent_ms_.end());
 }
 
 }  // namespace aoi::sched

@@ -1,7 +1,6 @@
 #include "aoi/sched/pass_plan.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <tuple>
 
@@ -39,7 +38,9 @@ int prefill_chunk(int n_batch, int n_prefilling, int chunk_min, int chunk_max) {
 PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, RoundRobin& rr) {
   PassPlan plan;
   plan.grants.resize(lanes.size());
-  const auto aged = [&](const LaneDemand& d) { return d.prefill_tokens > 0 && d.passes_waiting >= params.aging_passes; };
+  const auto aged = [&](const LaneDemand& d) {
+    return d.prefill_tokens > 0 && d.passes_waiting >= params.aging_passes;
+  };
 
   // One order for everything: aged lanes first (longest wait first), then class, then round-robin.
   std::vector<size_t> order(lanes.size());
@@ -48,8 +49,8 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
     const LaneDemand& d = lanes[i];
     const bool is_aged = aged(d);
     const auto [turn, tenant] = rr.rank(d.priority, d.tenant);
-    return std::make_tuple(is_aged ? 0 : 1, is_aged ? -d.passes_waiting : 0, static_cast<int>(d.priority), turn,
-                           tenant, i);
+    return std::make_tuple(is_aged ? 0 : 1, is_aged ? -d.passes_waiting : 0, static_cast<int>(d.priority), turn, tenant,
+                           i);
   };
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
 
@@ -63,14 +64,11 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
     plan.n_decode_rows += rows;
   }
 
-  // 2-5. Prefill candidates, in order, after the background rule and the cell check.
+  // 2-4. Prefill candidates, in order, after the background rule.
   const bool interactive_demand = std::any_of(lanes.begin(), lanes.end(), [](const LaneDemand& d) {
     return interactive(d.priority) && (d.decode_rows > 0 || d.prefill_tokens > 0);
   });
-  const long high_water = static_cast<long>(std::floor(params.high_water * params.cells_total));
-  long committed = params.cells_committed;
   std::vector<size_t> eligible;
-  std::optional<size_t> first_deferred;
   for (size_t i : order) {
     const LaneDemand& d = lanes[i];
     if (d.prefill_tokens <= 0) continue;
@@ -78,21 +76,7 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
       plan.grants[i].held = true;
       continue;
     }
-    if (!d.prefill_started) {
-      if (committed + d.prefill_tokens > high_water) {
-        plan.grants[i].deferred = true;
-        if (!first_deferred) first_deferred = i;
-        continue;
-      }
-      committed += d.prefill_tokens;
-    }
     eligible.push_back(i);
-  }
-  if (eligible.empty() && plan.n_decode_rows == 0 && first_deferred) {
-    // Nothing else can run: the cache is above the mark and nobody frees cells by waiting.
-    plan.grants[*first_deferred].deferred = false;
-    eligible.push_back(*first_deferred);
-    plan.forced = true;
   }
 
   plan.chunk = prefill_chunk(params.n_batch, static_cast<int>(eligible.size()), params.chunk_min, params.chunk_max);
@@ -103,7 +87,6 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
       LaneGrant& g = plan.grants[i];
       const int n = std::min({cap - g.prefill, lanes[i].prefill_tokens - g.prefill, room});
       if (n <= 0) continue;
-      if (g.prefill == 0 && !lanes[i].prefill_started) plan.cells_started += lanes[i].prefill_tokens;
       g.prefill += n;
       room -= n;
     }

@@ -142,17 +142,21 @@ std::string Metrics::render(const service::ServiceStats& st,
   sample(out, "aoi_grouped_prefill_tokens_total", "", static_cast<double>(st.loop.grouped_tokens));
   header(out, "aoi_last_pass_tokens", "gauge", "Rows in the last forward pass.");
   sample(out, "aoi_last_pass_tokens", "", st.loop.last_pass_tokens);
+  header(out, "aoi_pass_seconds", "gauge",
+         "Duration of forward passes: the last one, and the longest of the last 64 (what a question may wait).");
+  sample(out, "aoi_pass_seconds", "stat=\"last\"", st.loop.last_pass_ms / 1000);
+  sample(out, "aoi_pass_seconds", "stat=\"max_recent\"", st.loop.max_recent_pass_ms / 1000);
   header(out, "aoi_lanes", "gauge", "Lanes (units of inference work, waiting ones included) by priority class.");
   for (int p = 0; p < sched::kPriorityCount; ++p) {
     sample(out, "aoi_lanes", std::string("priority=\"") + sched::priority_name(static_cast<sched::Priority>(p)) + "\"",
            st.loop.lanes[static_cast<size_t>(p)]);
   }
-  header(out, "aoi_kv_cells", "gauge",
-         "KV cache cells: in use, reserved by admitted work, the admission budget, and the total.");
+  header(out, "aoi_kv_cells", "gauge", "KV cache cells: in use and in all.");
   sample(out, "aoi_kv_cells", "state=\"used\"", st.kv_cells_used);
-  sample(out, "aoi_kv_cells", "state=\"reserved\"", st.kv_cells_reserved);
-  sample(out, "aoi_kv_cells", "state=\"budget\"", st.kv_cells_budget);
   sample(out, "aoi_kv_cells", "state=\"total\"", st.kv_cells_total);
+  header(out, "aoi_kv_cells_per_sequence", "gauge",
+         "Cells of each sequence's stream: what one session or completion may hold.");
+  sample(out, "aoi_kv_cells_per_sequence", "", st.kv_cells_per_seq);
   header(out, "aoi_sessions", "gauge", "Live sessions.");
   sample(out, "aoi_sessions", "", st.sessions);
   header(out, "aoi_session_background_seconds", "gauge",

@@ -21,7 +21,6 @@ void CompletionLane::release() {
   if (lease_) state_.ctx().seq_remove(lease_.id(), 0, -1);
   lease_.release();
   cells_.set(0);
-  reservation_.release();
 }
 
 void CompletionLane::complete(Result<GenerateOutcome> result) {
@@ -44,22 +43,15 @@ sched::Demand CompletionLane::poll(sched::Clock::time_point now) {
     return {};
   }
   if (!generation_) {
-    // Admission: its cells must fit what completions may reserve, and a pool sequence must be free.
-    const int need = static_cast<int>(prompt_.size()) + std::max(0, request_.generation.max_tokens);
-    if (!state_.pool_budget().fits_now(need) || state_.pool_seqs().free() == 0) return {};
-    auto reserved = state_.pool_budget().reserve(need, "the completion");
-    if (!reserved) {
-      complete(reserved.error());
-      return {};
-    }
-    reservation_ = std::move(reserved).value();
-    lease_ = *state_.pool_seqs().take();
+    auto lease = state_.pool_seqs().take();
+    if (!lease) return {};
+    lease_ = std::move(*lease);
     state_.ctx().seq_remove(lease_.id(), 0, -1);
     queue_ms_ = std::chrono::duration<double, std::milli>(now - submitted_).count();
     generation_ = std::make_unique<engine::Generation>(state_.model(), lease_.id(), 0, std::move(prompt_),
                                                        request_.generation, on_text_);
   }
-  return {generation_->wants_decode() ? 1 : 0, generation_->prompt_left(), generation_->prompt_started()};
+  return {generation_->wants_decode() ? 1 : 0, generation_->prompt_left()};
 }
 
 void CompletionLane::add_rows(engine::Batch& batch, const sched::Grant& grant) {
@@ -84,14 +76,16 @@ std::optional<sched::PrefixCandidate> CompletionLane::prefix_candidate() const {
 }
 
 void CompletionLane::follow(engine::SeqId leader, int n_tokens) {
-  const engine::Pos p0 = generation_->next_pos();
-  state_.ctx().seq_copy(leader, lease_.id(), p0, p0 + n_tokens);
+  // The leader's whole sequence (between streams a copy copies everything), cut to what this one shares.
+  const engine::Pos end = generation_->next_pos() + n_tokens;
+  state_.ctx().seq_copy(leader, lease_.id(), -1, -1);
+  state_.ctx().seq_remove(lease_.id(), end, -1);
   generation_->skip_prompt(n_tokens);
 }
 
 void CompletionLane::fail(const Error& error) {
   if (error.type == ErrorType::kTimeout && !generation_) {
-    complete(Error::overloaded("no completion slot or KV cells became free within " +
+    complete(Error::overloaded("no completion slot became free within " +
                                std::to_string(request_.queue_timeout.count()) + " ms (" +
                                std::to_string(state_.pool_seqs().size()) + " slots)"));
     return;

@@ -1,6 +1,7 @@
-// One stateless completion (POOL): waits until its cells (prompt + max_tokens) fit the completions' budget
-// and a pool sequence is free, then decodes the prompt from position 0 and generates, through shared passes.
-// Completions that start with the same tokens prefill them once (grouped prefill).
+// One stateless completion (POOL): waits for a free pool sequence (its prompt + max_tokens fit one, checked at
+// submission), then decodes the prompt from position 0 and generates, through shared passes. Completions that
+// start with the same tokens at the same time prefill them once (grouped prefill: the followers copy the
+// leader's sequence).
 #pragma once
 
 #include <functional>
@@ -31,7 +32,7 @@ class CompletionLane : public sched::Lane {
   void add_rows(engine::Batch& batch, const sched::Grant& grant) override;
   void take() override;
   std::optional<sched::PrefixCandidate> prefix_candidate() const override;
-  engine::SeqId prefill_seq() const override { return lease_.id(); }
+  engine::SeqId seq() const override { return lease_.id(); }
   void follow(engine::SeqId leader, int n_tokens) override;
   void fail(const Error& error) override;
 
@@ -45,7 +46,6 @@ class CompletionLane : public sched::Lane {
   GenerateRequest request_;
   std::function<void(std::string_view)> on_text_;
   std::function<void(Result<GenerateOutcome>)> reply_;
-  sched::CellReservation reservation_;
   sched::SeqLease lease_;
   sched::CellHold cells_;
   std::unique_ptr<engine::Generation> generation_;

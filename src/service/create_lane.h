@@ -1,4 +1,4 @@
-// A session's creation (SESSION): decodes Region 0 and the scaffold through shared passes (or aliases Region 0
+// A session's creation (SESSION): decodes Region 0 and the scaffold through shared passes (or copies Region 0
 // from a resident session with the same system text), then registers the session and starts its ingestion
 // and flash lanes. Sessions created at once with the same system text prefill it once (grouped prefill).
 #pragma once
@@ -27,7 +27,7 @@ class CreateLane : public sched::Lane {
   void add_rows(engine::Batch& batch, const sched::Grant& grant) override;
   void take() override;
   std::optional<sched::PrefixCandidate> prefix_candidate() const override;
-  engine::SeqId prefill_seq() const override { return setup_ ? setup_->seq() : -1; }
+  engine::SeqId seq() const override { return rt_->session->seq(); }
   void follow(engine::SeqId leader, int n_tokens) override;
   void fail(const Error& error) override;
 

@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-
 namespace aoi::service {
 namespace {
 
@@ -15,15 +13,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 FlashLane::FlashLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt) : state_(state), rt_(std::move(rt)) {}
 
-void FlashLane::report(const std::string& message, const Error& error) {
-  rt_->handle->events().publish("error", {{"type", error_type_name(error.type)}, {"message", message + error.message}});
-}
+FlashLane::~FlashLane() { end_round(); }
 
 bool FlashLane::due() const {
   const SessionRuntime& rt = *rt_;
   const session::Session& s = *rt.session;
   SessionHandle& h = *rt.handle;
-  if (h.flash().size() == 0 || s.mode() != session::SessionMode::kStateful || !s.can_fork()) return false;
+  if (h.flash().size() == 0 || s.mode() != session::SessionMode::kStateful || !s.set_up()) return false;
   const bool requested = h.flash_requested.load();
   if (!requested && s.data_version() <= rt.flash_version) return false;
   // One round for a burst of data: when ingestion has caught up, or has run far ahead of the answers.
@@ -32,85 +28,101 @@ bool FlashLane::due() const {
   return requested || caught_up || lagging;
 }
 
-bool FlashLane::start_round() {
+void FlashLane::start_round() {
+  rt_->handle->flash_requested = false;
+  questions_ = rt_->handle->flash().list();
+  next_ = 0;
+  version_ = 0;
+  in_round_ = true;
+  rt_->arbiter.pin();
+  t_round_ = std::chrono::steady_clock::now();
+}
+
+void FlashLane::end_round() {
+  query_.reset();
+  rt_->arbiter.forget(this);
+  if (in_round_) rt_->arbiter.unpin();
+  in_round_ = false;
+}
+
+bool FlashLane::begin_question() {
   session::Session& s = *rt_->session;
-  SessionHandle& h = *rt_->handle;
-  std::vector<FlashQuery> questions = h.flash().list();
-  if (state_.scratch_seqs().free() < static_cast<int>(questions.size())) return false;
-  h.flash_requested = false;
-  questions_.clear();
-  queries_.clear();
-  version_ = s.data_version();
-  t_start_ = std::chrono::steady_clock::now();
-  for (auto& q : questions) {
+  PrimaryArbiter& arbiter = rt_->arbiter;
+  while (next_ < questions_.size()) {
+    arbiter.want(this, sched::Priority::kFlash);
+    if (s.primary_busy() || !arbiter.acquire(this)) return false;
+    // The version the round answers: the one its first question sees (the pin holds it from there).
+    if (version_ == 0) version_ = s.data_version();
     session::QueryParams params;
-    params.question = q.question;
-    params.generation.max_tokens = q.max_tokens;
-    auto query = s.begin_query(std::move(params), *state_.scratch_seqs().take());
-    if (!query) {
-      report("flash query " + q.fid + " failed: ", query.error());
-      continue;
+    params.question = questions_[next_].question;
+    params.generation.max_tokens = questions_[next_].max_tokens;
+    auto begun = s.begin_query(std::move(params));
+    if (begun) {
+      query_ = std::move(begun).value();
+      t_question_ = std::chrono::steady_clock::now();
+      return true;
     }
-    questions_.push_back(std::move(q));
-    queries_.push_back(std::move(query).value());
+    arbiter.release(this);
+    rt_->handle->events().publish(
+        "error", {{"type", error_type_name(begun.error().type)},
+                  {"message", "flash query " + questions_[next_].fid + " failed: " + begun.error().message}});
+    ++next_;
   }
-  if (queries_.empty()) {
-    rt_->flash_version = version_;
-    return false;
-  }
-  return true;
+  return false;
 }
 
 sched::Demand FlashLane::poll(sched::Clock::time_point) {
-  if (queries_.empty() && !(due() && start_round())) return {};
-  sched::Demand d;
-  for (const auto& q : queries_) {
-    if (!q) continue;
-    const sched::Demand qd = q->demand();
-    d.decode_rows += qd.decode_rows;
-    d.prefill_tokens += qd.prefill_tokens;
-    d.prefill_started = d.prefill_started || qd.prefill_started;
+  if (!in_round_) {
+    if (!due()) return {};
+    start_round();
   }
-  return d;
+  if (!query_ && !begin_question()) {
+    if (next_ >= questions_.size()) finish_round();
+    return {};
+  }
+  return query_->demand();
 }
 
 void FlashLane::add_rows(engine::Batch& batch, const sched::Grant& grant) {
-  int prefill = grant.prefill;
-  for (auto& q : queries_) {
-    if (!q) continue;
-    const sched::Demand qd = q->demand();
-    const int mine = std::min(prefill, qd.prefill_tokens);
-    q->add_rows(batch, {grant.decode && qd.decode_rows > 0, mine});
-    prefill -= mine;
-  }
+  if (query_) query_->add_rows(batch, grant);
 }
 
 void FlashLane::take() {
-  for (auto& q : queries_) {
-    if (q) q->take();
+  if (!query_) return;
+  query_->take();
+  if (!query_->done()) return;
+  store_answer();
+  ++next_;
+  if (next_ >= questions_.size()) {
+    finish_round();
+  } else if (!begin_question()) {
+    // The next question waits for a question asked meanwhile (it runs between flash questions).
   }
-  if (std::all_of(queries_.begin(), queries_.end(), [](const auto& q) { return !q || q->done(); })) finish_round();
+}
+
+void FlashLane::store_answer() {
+  const session::Answer a = query_->take_answer();
+  query_.reset();  // Region 2 goes, the primary is free
+  rt_->arbiter.release(this);
+  const FlashQuery& q = questions_[next_];
+  const double eval_ms = ms_since(t_question_);
+  SessionHandle& h = *rt_->handle;
+  h.flash().store(q.fid, FlashAnswer{a.text, a.tokens, a.finish, a.first_gap, version_, eval_ms, a.details.top});
+  h.events().publish("flash_ready", {{"id", q.fid},
+                                     {"question", q.question},
+                                     {"answer", a.text},
+                                     {"logit_gap", a.first_gap},
+                                     {"version", version_},
+                                     {"eval_ms", eval_ms}});
 }
 
 void FlashLane::finish_round() {
   SessionRuntime& rt = *rt_;
   SessionHandle& h = *rt.handle;
-  const double round_ms = ms_since(t_start_);
-  const double per_question = round_ms / static_cast<double>(std::max<size_t>(1, queries_.size()));
-  for (size_t i = 0; i < queries_.size(); ++i) {
-    const session::Answer a = queries_[i]->take_answer();
-    const FlashQuery& q = questions_[i];
-    h.flash().store(q.fid, FlashAnswer{a.text, a.tokens, a.finish, a.first_gap, version_, per_question});
-    h.events().publish("flash_ready", {{"id", q.fid},
-                                       {"question", q.question},
-                                       {"answer", a.text},
-                                       {"logit_gap", a.first_gap},
-                                       {"version", version_},
-                                       {"eval_ms", per_question}});
-  }
-  queries_.clear();  // the forks go
-  questions_.clear();
-  rt.flash_version = version_;
+  const double round_ms = ms_since(t_round_);
+  // (No question began, e.g. all were refused: the round still covers this version.)
+  rt.flash_version = version_ != 0 ? version_ : rt.session->data_version();
+  end_round();
 
   // Background work per data version (paper §3.9.5) against the time between versions.
   SessionSnapshot snap = h.snapshot();
@@ -134,9 +146,6 @@ void FlashLane::finish_round() {
   }
 }
 
-void FlashLane::fail(const Error&) {
-  queries_.clear();
-  questions_.clear();
-}
+void FlashLane::fail(const Error&) { end_round(); }
 
 }  // namespace aoi::service

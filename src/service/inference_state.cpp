@@ -1,36 +1,73 @@
 #include "inference_state.h"
 
 #include <algorithm>
-#include <cmath>
+#include <tuple>
 
 #include "aoi/engine/sampling.h"
 
 namespace aoi::service {
 namespace {
 
-// What a session takes besides its window, for sizing the default window: a typical Region 0 and scaffold.
-constexpr int kTypicalFixedTokens = 128;
-constexpr int kMaxScratchSeqs = 64;
 constexpr int kMaxSeqs = 256;  // llama.cpp's LLAMA_MAX_SEQ
+
+// The order a session's operations take its primary in: questions, then flash questions, then appends.
+int arbiter_rank(sched::Priority p) {
+  switch (p) {
+    case sched::Priority::kSession: return 0;
+    case sched::Priority::kFlash: return 1;
+    default: return 2;
+  }
+}
 
 }  // namespace
 
 Result<SeqLayout> seq_layout(const ServiceParams& params) {
   SeqLayout l;
-  l.sessions = 2 * params.max_sessions;
+  l.sessions = params.max_sessions;
   l.pool = params.pool_slots;
-  const int left = kMaxSeqs - l.sessions - l.pool;
-  l.scratch = params.scratch_seqs > 0 ? params.scratch_seqs : std::min(kMaxScratchSeqs, left);
-  if (l.scratch < 1 || l.total() > kMaxSeqs) {
-    return Error::invalid("max_sessions", "two sequences per session, " + std::to_string(l.pool) +
-                                              " for completions and at least one for queries must fit llama.cpp's " +
+  l.spares = params.spare_seqs > 0 ? params.spare_seqs : std::clamp(params.max_sessions / 4, 1, 4);
+  if (l.total() > kMaxSeqs) {
+    return Error::invalid("max_sessions", "sessions, completion slots and spare sequences (" +
+                                              std::to_string(l.total()) + ") must fit llama.cpp's " +
                                               std::to_string(kMaxSeqs) + " sequences");
   }
-  if (l.scratch < params.max_flash) {
-    return Error::invalid("max_flash", "a flash round forks one sequence per question: at most " +
-                                           std::to_string(l.scratch) + " fit beside the sessions");
-  }
   return l;
+}
+
+void PrimaryArbiter::want(const void* who, sched::Priority priority) {
+  if (holder_ == who) return;
+  for (const auto& w : waiting_) {
+    if (w.who == who) return;
+  }
+  waiting_.push_back({who, priority, next_order_++, 0});
+}
+
+bool PrimaryArbiter::acquire(const void* who) {
+  if (holder_ == who) return true;
+  if (holder_ != nullptr) return false;
+  const Waiter* best = nullptr;
+  auto key = [](const Waiter& w) {
+    return std::make_tuple(w.passed_over >= kMaxPassedOver ? 0 : 1, arbiter_rank(w.priority), w.order);
+  };
+  for (const auto& w : waiting_) {
+    // A flash round in progress holds the data version: appends wait for its end.
+    if (pins_ > 0 && w.priority == sched::Priority::kStream) continue;
+    if (best == nullptr || key(w) < key(*best)) best = &w;
+  }
+  if (best == nullptr || best->who != who) return false;
+  holder_ = who;
+  std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
+  for (auto& w : waiting_) w.passed_over++;
+  return true;
+}
+
+void PrimaryArbiter::release(const void* who) {
+  if (holder_ == who) holder_ = nullptr;
+}
+
+void PrimaryArbiter::forget(const void* who) {
+  release(who);
+  std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
 }
 
 InferenceState::InferenceState(const ServiceParams& params, engine::Context& ctx, const SeqLayout& seqs)
@@ -38,25 +75,13 @@ InferenceState::InferenceState(const ServiceParams& params, engine::Context& ctx
       ctx_(ctx),
       layout_(session::PromptLayout::for_model(ctx.model())),
       cells_(static_cast<int>(ctx.n_ctx())),
-      pool_budget_("completions", params.pool_slots * params.pool_max_tokens),
-      session_budget_("sessions", static_cast<int>(std::floor(params.kv_budget * ctx.n_ctx())) -
-                                      params.pool_slots * params.pool_max_tokens),
       session_seqs_(0, seqs.sessions),
       pool_seqs_(seqs.sessions, seqs.pool),
-      scratch_seqs_(seqs.sessions + seqs.pool, seqs.scratch) {
-  window_defaults_.tokens_per_record = params.tokens_per_record;
-  if (params.default_window > 0) {
-    window_defaults_.window_tokens = params.default_window;
-  } else {
-    const int share = session_budget_.limit() / std::max(1, params.max_sessions);
-    const int query = session::SessionConfig{}.query_budget;
-    window_defaults_.window_tokens = std::max(1024, share - kTypicalFixedTokens - query);
-  }
-}
+      spare_seqs_(seqs.sessions + seqs.pool, seqs.spares) {}
 
-session::Session* InferenceState::region0_donor(std::span<const engine::Token> region0) {
-  for (auto& [id, rt] : sessions_) {
-    session::Session& s = *rt->session;
+const session::Session* InferenceState::region0_donor(std::span<const engine::Token> region0) const {
+  for (const auto& [id, rt] : sessions_) {
+    const session::Session& s = *rt->session;
     if (s.mode() != session::SessionMode::kStateful || !s.set_up()) continue;
     if (std::equal(region0.begin(), region0.end(), s.region0_tokens().begin(), s.region0_tokens().end())) return &s;
   }
@@ -83,7 +108,7 @@ void InferenceState::refresh_snapshot(SessionRuntime& rt) {
   snap.max_records = s.config().retention.max_records.value_or(0);
   snap.evict_fraction = s.config().retention.evict_fraction;
   snap.query_budget = s.config().query_budget;
-  snap.kv_cells_reserved = rt.reservation.cells();
+  snap.kv_cells_reserved = cells_per_seq();
   snap.kv_cells_used = s.cells_used();
   snap.kv_bytes = static_cast<std::uint64_t>(snap.kv_cells_used) * engine::kv_bytes_per_token(model(), ctx_.params());
   snap.data_version = s.data_version();

@@ -1,15 +1,22 @@
 // Everything the inference loop mutates, in one place that only the loop touches: the context's sequence
 // pools, the cell ledger, and the sessions' loop-side state. The Service facade never reads it directly: it
-// posts commands, and reads what the loop publishes (handles' snapshots and counters, the ledger's atomic
-// counters). Inference thread only, unless a member says otherwise.
+// posts commands, and reads what the loop publishes (handles' snapshots and counters, atomic counters).
+// Inference thread only, unless a member says otherwise.
+//
+// Every session, completion and rebuild runs on a KV stream of its own (llama.cpp's per-sequence streams,
+// kv_unified off): a question attends over its own session's cells, whatever the neighbours hold. The
+// streams are equal: ctx_size / (sessions + completion slots + spares) cells each, which is what admission
+// checks a session's window and a completion's prompt + max_tokens against.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
@@ -23,22 +30,56 @@
 
 namespace aoi::service {
 
-// Sequence ids the context needs: two per session (the primary and the copy-on-write work sequence), the
-// completion pool, and the scratch sequences of forks.
+// Sequence ids (streams) the context has: sessions' first (so that they are consecutive), then the completion
+// slots, then the spares recompute eviction rebuilds windows on.
 struct SeqLayout {
   int sessions = 0;
   int pool = 0;
-  int scratch = 0;
-  int total() const { return sessions + pool + scratch; }
+  int spares = 0;
+  int total() const { return sessions + pool + spares; }
 };
 Result<SeqLayout> seq_layout(const ServiceParams& params);
 
-// The loop-side state of one session. Its lanes share it; the session (and its sequences' cells) goes when
+// Who writes a session's primary sequence next: one operation at a time. A question (SESSION) goes first, then
+// a flash question (FLASH: work done ahead of time), then an append (STREAM), the longest waiting first within
+// a class; an operation passed over kMaxPassedOver times goes first of all, so that questions never starve
+// ingestion nor flash rounds. A flash round pins the data version: appends wait until it ends, questions may
+// run between its questions.
+class PrimaryArbiter {
+ public:
+  static constexpr int kMaxPassedOver = 4;
+
+  // `who` wants the primary; idempotent.
+  void want(const void* who, sched::Priority priority);
+  // Takes the primary when it is free and `who` comes first. The winner stops waiting, the others were passed
+  // over once more.
+  bool acquire(const void* who);
+  void release(const void* who);
+  // Stops wanting it, and gives it back if held.
+  void forget(const void* who);
+  bool held_by(const void* who) const { return holder_ == who; }
+  void pin() { ++pins_; }
+  void unpin() { --pins_; }
+
+ private:
+  struct Waiter {
+    const void* who;
+    sched::Priority priority;
+    std::uint64_t order;
+    int passed_over;
+  };
+  const void* holder_ = nullptr;
+  std::vector<Waiter> waiting_;
+  std::uint64_t next_order_ = 0;
+  int pins_ = 0;
+};
+
+// The loop-side state of one session. Its lanes share it; the session (and its sequence's cells) goes when
 // the registry entry and the last lane are gone.
 struct SessionRuntime {
   std::unique_ptr<session::Session> session;
   std::shared_ptr<SessionHandle> handle;
-  sched::CellReservation reservation;
+  PrimaryArbiter arbiter;
   std::uint64_t tenant = 0;
   std::uint64_t flash_version = 0;  // the data version of the last flash round
   bool ingesting = false;           // an append is in flight or records wait in its lane
@@ -56,32 +97,26 @@ class ContextForward : public sched::Forward {
 
 class InferenceState {
  public:
-  // Sizes the budgets and sequence pools from the params (checked by seq_layout first).
   InferenceState(const ServiceParams& params, engine::Context& ctx, const SeqLayout& seqs);
 
   engine::Context& ctx() { return ctx_; }
   const engine::Model& model() const { return ctx_.model(); }
   const ServiceParams& params() const { return params_; }
   const session::PromptLayout& layout() const { return layout_; }
-  const session::WindowDefaults& window_defaults() const { return window_defaults_; }
   sched::CellLedger& cells() { return cells_; }
   const sched::CellLedger& cells() const { return cells_; }
-  // What sessions together may reserve: the budget less what the completion pool keeps for itself.
-  sched::CellBudget& session_budget() { return session_budget_; }
-  const sched::CellBudget& session_budget() const { return session_budget_; }
-  // What completions together may reserve (pool_slots of pool_max_tokens).
-  sched::CellBudget& pool_budget() { return pool_budget_; }
-  const sched::CellBudget& pool_budget() const { return pool_budget_; }
+  // Cells of one sequence: what a session or a completion may hold at most.
+  int cells_per_seq() const { return static_cast<int>(ctx_.n_ctx_seq()); }
   sched::SeqIdPool& session_seqs() { return session_seqs_; }
-  sched::SeqIdPool& scratch_seqs() { return scratch_seqs_; }
   sched::SeqIdPool& pool_seqs() { return pool_seqs_; }
   const sched::SeqIdPool& pool_seqs() const { return pool_seqs_; }
+  sched::SeqIdPool& spare_seqs() { return spare_seqs_; }
   sched::InferenceLoop& loop() { return *loop_; }
   void set_loop(sched::InferenceLoop* loop) { loop_ = loop; }
 
   std::map<std::string, std::shared_ptr<SessionRuntime>, std::less<>>& sessions() { return sessions_; }
-  // A set-up stateful session whose Region 0 tokens are these, to alias them from.
-  session::Session* region0_donor(std::span<const engine::Token> region0);
+  // A set-up stateful session whose Region 0 tokens are these, to copy them from.
+  const session::Session* region0_donor(std::span<const engine::Token> region0) const;
   std::uint64_t next_tenant() { return next_tenant_++; }
 
   // Record tokens per ingestion batch for this session: what fits one pass beside its scaffold.
@@ -102,13 +137,10 @@ class InferenceState {
   const ServiceParams& params_;
   engine::Context& ctx_;
   session::PromptLayout layout_;
-  session::WindowDefaults window_defaults_;
   sched::CellLedger cells_;
-  sched::CellBudget pool_budget_;
-  sched::CellBudget session_budget_;
   sched::SeqIdPool session_seqs_;
   sched::SeqIdPool pool_seqs_;
-  sched::SeqIdPool scratch_seqs_;
+  sched::SeqIdPool spare_seqs_;
   sched::InferenceLoop* loop_ = nullptr;
   std::map<std::string, std::shared_ptr<SessionRuntime>, std::less<>> sessions_;
   std::uint64_t next_tenant_ = 1;

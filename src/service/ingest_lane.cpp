@@ -2,15 +2,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include <span>
+
 namespace aoi::service {
 
-IngestLane::IngestLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt)
-    : state_(state), rt_(std::move(rt)) {}
+IngestLane::IngestLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt) : state_(state), rt_(std::move(rt)) {}
 
 IngestLane::~IngestLane() {
   if (!batch_.empty() || append_) drop_held(Error::not_ready("ingestion stopped"));
+  rt_->arbiter.forget(this);
   rt_->ingesting = false;
 }
+
+void IngestLane::release_primary() { rt_->arbiter.release(this); }
 
 void IngestLane::drop(const Error& why, std::uint64_t n_records) {
   if (n_records == 0) return;
@@ -24,6 +28,7 @@ void IngestLane::drop_held(const Error& why) {
   const std::uint64_t held = batch_.size() + (append_ ? static_cast<std::uint64_t>(append_->n_records()) : 0);
   batch_.clear();
   append_.reset();  // an unfinished append rolls back
+  release_primary();
   drop(why, held);
 }
 
@@ -59,7 +64,7 @@ void IngestLane::fill_batch() {
   }
 }
 
-std::vector<session::TokenizedRecord> IngestLane::take_batch() {
+size_t IngestLane::next_batch_size() const {
   // The ring cannot give a record back, so the one that would overfill the batch waits here: a batch over
   // the budget would cost a second, nearly empty pass.
   const int budget = state_.ingest_batch_tokens(*rt_->session);
@@ -69,24 +74,36 @@ std::vector<session::TokenizedRecord> IngestLane::take_batch() {
     tokens += static_cast<int>(batch_[n].tokens.size());
     ++n;
   }
-  std::vector<session::TokenizedRecord> taken(std::make_move_iterator(batch_.begin()),
-                                              std::make_move_iterator(batch_.begin() + static_cast<long>(n)));
-  batch_.erase(batch_.begin(), batch_.begin() + static_cast<long>(n));
-  return taken;
+  return n;
 }
 
 void IngestLane::start_appends() {
   session::Session& s = *rt_->session;
+  PrimaryArbiter& arbiter = rt_->arbiter;
   while (!append_) {
     fill_batch();
-    if (batch_.empty() || !s.can_begin_append()) break;
-    std::vector<session::TokenizedRecord> taken = take_batch();
-    const size_t n_taken = taken.size();
-    auto begun = s.begin_append(std::move(taken));
+    if (batch_.empty()) break;
+    const size_t n = next_batch_size();
+    const auto kind = s.append_kind(std::span(batch_).first(n));
+    sched::SeqLease spare;
+    if (kind == session::AppendKind::kInPlace) {
+      // In place: when it is ingestion's turn on the primary.
+      arbiter.want(this, sched::Priority::kStream);
+      if (!arbiter.acquire(this)) break;
+    } else if (kind == session::AppendKind::kRebuild) {
+      auto lease = state_.spare_seqs().take();
+      if (!lease) break;  // every spare rebuilds another session's window: the next one
+      spare = std::move(*lease);
+    }
+    std::vector<session::TokenizedRecord> taken(std::make_move_iterator(batch_.begin()),
+                                                std::make_move_iterator(batch_.begin() + static_cast<long>(n)));
+    batch_.erase(batch_.begin(), batch_.begin() + static_cast<long>(n));
+    auto begun = s.begin_append(std::move(taken), std::move(spare));
     if (!begun) {
-      // Not expected (can_begin_append was checked): the batch is dropped, counted and reported.
+      // Not expected (the primary or a spare was taken first): the batch is dropped, counted and reported.
       spdlog::error("session {}: append refused: {}", s.id(), begun.error().message);
-      drop(begun.error(), n_taken);
+      release_primary();
+      drop(begun.error(), n);
       continue;
     }
     append_ = std::move(begun).value();
@@ -96,7 +113,17 @@ void IngestLane::start_appends() {
   rt_->ingesting = append_ != nullptr || !batch_.empty() || rt_->handle->pending() > 0;
 }
 
+void IngestLane::try_finish_rebuild() {
+  PrimaryArbiter& arbiter = rt_->arbiter;
+  arbiter.want(this, sched::Priority::kStream);
+  if (rt_->session->primary_busy() || !arbiter.acquire(this)) return;
+  append_->finish_rebuild();
+  release_primary();
+  complete_append();
+}
+
 sched::Demand IngestLane::poll(sched::Clock::time_point) {
+  if (append_ && append_->waits_for_primary()) try_finish_rebuild();
   if (!append_) start_appends();
   return append_ ? append_->demand() : sched::Demand{};
 }
@@ -108,12 +135,17 @@ void IngestLane::add_rows(engine::Batch& batch, const sched::Grant& grant) {
 void IngestLane::take() {
   if (!append_) return;
   append_->take();
-  if (append_->done()) complete_append();
+  if (append_->waits_for_primary()) {
+    try_finish_rebuild();
+  } else if (append_->done()) {
+    complete_append();
+  }
 }
 
 void IngestLane::complete_append() {
   const session::AppendStats stats = append_->stats();
   append_.reset();
+  release_primary();
   SessionRuntime& rt = *rt_;
   SessionHandle& h = *rt.handle;
   const session::Session& s = *rt.session;

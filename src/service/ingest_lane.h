@@ -1,7 +1,8 @@
 // Background ingestion of one session (STREAM): drains the session's ring in batches bounded by a token
-// budget, tokenizes them, and appends each batch (copy-on-write, in place or bookkeeping, see
-// session_append.h) through shared passes; publishes data_updated, the ready verdict and the snapshot after
-// each. One per session, for the session's lifetime: it waits (no demand) while the ring is empty.
+// budget, tokenizes them, and appends each batch through shared passes: in place on the session's primary
+// (taken through its arbiter), or, when recompute eviction rebuilds the window, on a spare sequence while
+// questions keep answering (see session_append.h). Publishes data_updated, the ready verdict and the snapshot
+// after each. One per session, for the session's lifetime: it waits (no demand) while the ring is empty.
 #pragma once
 
 #include <memory>
@@ -23,6 +24,7 @@ class IngestLane : public sched::Lane {
   std::string_view name() const override { return "ingestion"; }
   sched::Demand poll(sched::Clock::time_point now) override;
   bool done() const override { return false; }
+  engine::SeqId seq() const override { return append_ ? append_->seq() : rt_->session->seq(); }
   void add_rows(engine::Batch& batch, const sched::Grant& grant) override;
   void take() override;
   void fail(const Error& error) override;
@@ -30,12 +32,16 @@ class IngestLane : public sched::Lane {
  private:
   // Pops records up to the token budget and tokenizes them; invalid ones are counted and reported.
   void fill_batch();
-  // The records of batch_ that fit the budget (at least one); the rest open the next batch.
-  std::vector<session::TokenizedRecord> take_batch();
+  // How many of batch_'s records the next append takes: those that fit the budget (at least one); the rest
+  // open the next batch.
+  size_t next_batch_size() const;
   Result<session::TokenizedRecord> prepare(const PendingRecord& record);
-  // Starts appends until one needs the forward pass (or nothing waits).
+  // Starts appends until one needs the forward pass, or waits for the primary or a spare.
   void start_appends();
+  // A rebuild whose window is decoded takes the primary when it is its turn.
+  void try_finish_rebuild();
   void complete_append();
+  void release_primary();
   // Dropping records counts them as dropped and says why.
   void drop(const Error& why, std::uint64_t n_records);
   void drop_held(const Error& why);  // everything: batch_ and the append in flight

@@ -16,10 +16,20 @@ QueryLane::QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, 
       request_(std::move(request)),
       on_text_(std::move(on_text)),
       reply_(std::move(done)),
-      submitted_(sched::Clock::now()) {}
+      submitted_(sched::Clock::now()) {
+  // Its place in the session's queue, from now (a question asked before an append begins goes first) unless
+  // it waits for data: then from when the data is in, so that it never holds up the ingestion it waits for.
+  if (!request_.min_seq) rt_->arbiter.want(this, sched::Priority::kSession);
+}
+
+QueryLane::~QueryLane() {
+  query_.reset();
+  rt_->arbiter.forget(this);
+}
 
 void QueryLane::complete(Result<QueryOutcome> result) {
-  query_.reset();  // the fork goes before the caller hears back
+  query_.reset();  // Region 2 goes, the primary is free, before the caller hears back
+  rt_->arbiter.forget(this);
   if (reply_) {
     auto done = std::move(reply_);
     reply_ = nullptr;
@@ -42,10 +52,11 @@ sched::Demand QueryLane::poll(sched::Clock::time_point now) {
   if (!query_) {
     session::Session& s = *rt_->session;
     if (request_.min_seq && s.last_record_seq() < *request_.min_seq) return {};
-    if (!s.can_fork() || state_.scratch_seqs().free() == 0) return {};
+    rt_->arbiter.want(this, sched::Priority::kSession);
+    if (s.primary_busy() || !rt_->arbiter.acquire(this)) return {};
     queue_ms_ = ms_between(submitted_, now);
     session::QueryParams params{request_.question, request_.generation};
-    auto started = s.begin_query(std::move(params), *state_.scratch_seqs().take(), on_text_);
+    auto started = s.begin_query(std::move(params), on_text_);
     if (!started) {
       complete(started.error());
       return {};

@@ -1,6 +1,6 @@
 // One question on a session (SESSION). Waits, if asked, until ingestion has covered a record sequence number
-// (read-your-writes), and for a free scratch sequence; then forks the session and runs the question through
-// shared passes, streaming text as it appears.
+// (read-your-writes), and for its turn on the session's primary (its arbiter: questions first); then runs the
+// question through shared passes, streaming text as it appears.
 #pragma once
 
 #include <functional>
@@ -17,6 +17,7 @@ class QueryLane : public sched::Lane {
  public:
   QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, QueryRequest request,
             std::function<void(std::string_view)> on_text, std::function<void(Result<QueryOutcome>)> done);
+  ~QueryLane() override;
 
   sched::Priority priority() const override { return sched::Priority::kSession; }
   std::uint64_t tenant() const override { return rt_->tenant; }
@@ -24,6 +25,7 @@ class QueryLane : public sched::Lane {
   sched::Demand poll(sched::Clock::time_point now) override;
   bool done() const override { return !reply_; }  // the caller has its answer
   std::optional<sched::Clock::time_point> deadline() const override;
+  engine::SeqId seq() const override { return rt_->session->seq(); }
   void add_rows(engine::Batch& batch, const sched::Grant& grant) override;
   void take() override;
   void fail(const Error& error) override;

@@ -42,7 +42,6 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   if (params.max_sessions < 1) return Error::invalid("max_sessions", "must be at least 1");
   if (params.pool_slots < 0) return Error::invalid("pool_slots", "must not be negative");
   if (params.max_flash < 0) return Error::invalid("max_flash", "must not be negative");
-  if (!(params.kv_budget > 0 && params.kv_budget <= 1)) return Error::invalid("kv_budget", "must be in (0, 1]");
   auto seqs = seq_layout(params);
   if (!seqs) return seqs.error();
   std::unique_ptr<Service> s(new Service(std::move(params)));
@@ -50,18 +49,15 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   if (!model) return model.error();
   s->model_ = std::move(model).value();
   engine::ContextParams cp = s->params_.context;
+  // A stream per sequence: what one session holds never costs another's questions anything
+  // (docs/benchmarks.md, isolation).
   cp.n_seq_max = static_cast<std::uint32_t>(seqs->total());
-  cp.kv_unified = true;  // forks and copy-on-write appends alias cells between sequences
-  const int pool_cells = s->params_.pool_slots * s->params_.pool_max_tokens;
-  const int budget = static_cast<int>(s->params_.kv_budget * cp.n_ctx);
-  if (pool_cells >= budget) {
-    return Error::invalid("ctx_size", "the KV budget (" + std::to_string(budget) + " of " + std::to_string(cp.n_ctx) +
-                                          " cells) must be larger than the " + std::to_string(pool_cells) +
-                                          " cells of the completion pool");
-  }
+  cp.kv_unified = false;
+  if (cp.n_ctx == 0) cp.n_ctx = 4096u * cp.n_seq_max;
   auto ctx = engine::Context::create(*s->model_, cp);
   if (!ctx) return ctx.error();
   s->ctx_ = std::move(ctx).value();
+  s->cells_per_seq_ = static_cast<int>(s->ctx_->n_ctx_seq());
   s->forward_ = std::make_unique<ContextForward>(*s->ctx_);
   s->state_ = std::make_unique<InferenceState>(s->params_, *s->ctx_, *seqs);
   sched::LoopParams lp = s->params_.loop;
@@ -88,6 +84,8 @@ std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, 
     out.answer.finish = hit->answer.finish;
     out.answer.data_version = hit->answer.version;
     out.answer.first_gap = hit->answer.logit_gap;
+    out.answer.details.tokens = hit->answer.tokens;
+    out.answer.details.top = hit->answer.top;
     return out;
   }
   if (h.ready_vocab.empty() || request.generation.max_tokens < 1 ||
@@ -175,29 +173,23 @@ void Service::create_session(session::SessionConfig config, std::function<void(R
   loop_->post(
       [this, config = std::move(config), handle, reply, on_error]() mutable {
         InferenceState& st = *state_;
-        // Sequences and cells first: what cannot be had is a clear error, never a smaller session.
-        const bool needs_work =
-            config.mode == session::SessionMode::kStateful && config.retention.policy == session::EvictionPolicy::kRecompute;
+        // A sequence first, and a window that fits it: what cannot be had is a clear error, never a smaller
+        // session.
         auto primary = st.session_seqs().take();
-        std::optional<sched::SeqLease> work;
-        if (needs_work) work = st.session_seqs().take();
-        if (!primary || (needs_work && !work)) return on_error(Error::overloaded("no free sequence for another session"));
-        auto created = session::Session::create(st.ctx(), std::move(config), st.layout(), std::move(*primary),
-                                                work ? std::move(*work) : sched::SeqLease(), st.window_defaults(),
-                                                st.cells());
-        if (!created) return on_error(created.error());
-        auto reserved = st.session_budget().reserve((*created)->projected_cells(), "session " + (*created)->id());
-        if (!reserved) {
-          Error e = reserved.error();
-          e.field = "retention";
-          e.message += "; ask for a smaller retention window, delete a session, or start the server with a larger "
-                       "--ctx-size";
+        if (!primary) return on_error(Error::overloaded("no free sequence for another session"));
+        auto created =
+            session::Session::create(st.ctx(), std::move(config), st.layout(), std::move(*primary), st.cells());
+        if (!created) {
+          Error e = created.error();
+          if (e.field == "retention.max_tokens" || e.field == "system") {
+            e.message +=
+                "; start the server with a larger --ctx-size (cells for all sequences) or fewer --max-sessions";
+          }
           return on_error(std::move(e));
         }
         auto rt = std::make_shared<SessionRuntime>();
         rt->session = std::move(created).value();
         rt->handle = handle;
-        rt->reservation = std::move(reserved).value();
         rt->tenant = st.next_tenant();
         const std::string sid = rt->session->id();
         st.loop().add(std::make_unique<CreateLane>(
@@ -375,7 +367,7 @@ Result<std::vector<engine::Token>> Service::prompt_tokens(const GenerateRequest&
   // Like llama-server: the client owns the whole prompt, so control-token text in it is parsed.
   auto tokens = model_->tokenize(text, /*add_bos=*/true, /*parse_special=*/true);
   if (tokens.empty()) return Error::invalid(field, "the prompt is empty");
-  const int limit = std::min(params_.pool_max_tokens, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
+  const int limit = std::min(cells_per_seq_, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
   if (static_cast<int>(tokens.size()) + 1 > limit) {
     return Error::invalid(field, "the prompt is " + std::to_string(tokens.size()) + " tokens; at most " +
                                      std::to_string(limit - 1) + " fit");
@@ -398,8 +390,8 @@ void Service::generate(GenerateRequest request, std::function<void(std::string_v
     done(tokens.error());
     return;
   }
-  // The completion fits its cells: clamp max_tokens to what is left.
-  const int limit = std::min(params_.pool_max_tokens, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
+  // The completion fits its sequence: clamp max_tokens to what is left.
+  const int limit = std::min(cells_per_seq_, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
   request.generation.max_tokens = std::min(request.generation.max_tokens, limit - static_cast<int>(tokens->size()));
   auto reply = std::make_shared<std::function<void(Result<GenerateOutcome>)>>(std::move(done));
   loop_->post(
@@ -414,8 +406,7 @@ void Service::generate(GenerateRequest request, std::function<void(std::string_v
 }
 
 Result<GenerateOutcome> Service::generate(GenerateRequest request) {
-  return wait_for<Result<GenerateOutcome>>(
-      [&](auto done) { generate(std::move(request), {}, std::move(done)); });
+  return wait_for<Result<GenerateOutcome>>([&](auto done) { generate(std::move(request), {}, std::move(done)); });
 }
 
 void Service::prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done) {
@@ -466,9 +457,7 @@ ServiceStats Service::stats() const {
   st.sessions = static_cast<int>(handles.size());
   st.kv_cells_total = static_cast<int>(ctx_->n_ctx());
   st.kv_cells_used = state.cells().used();
-  st.kv_cells_reserved = state.session_budget().reserved() + state.pool_budget().reserved();
-  st.kv_cells_budget = state.session_budget().limit() + state.pool_budget().limit();
-  st.default_window = state.window_defaults().window_tokens;
+  st.kv_cells_per_seq = cells_per_seq_;
   st.loop = loop_->stats();
   st.pool_slots = params_.pool_slots;
   st.pool_busy = state.pool_seqs().busy();

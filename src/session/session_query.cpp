@@ -5,32 +5,30 @@
 
 namespace aoi::session {
 
-SessionQuery::SessionQuery(Session& session, sched::SeqLease scratch, Pos region2_start, int n_question,
-                           std::vector<Token> prompt, engine::GenerationParams params,
-                           std::function<void(std::string_view)> on_text)
+SessionQuery::SessionQuery(Session& session, Pos region2_start, int n_question, std::vector<Token> prompt,
+                           engine::GenerationParams params, std::function<void(std::string_view)> on_text)
     : session_(session),
-      scratch_(std::move(scratch)),
-      cells_(session.ledger_),
-      forked_(session.mode() == SessionMode::kStateful),
       region2_start_(region2_start),
       n_question_(n_question),
       version_(session.data_version()),
-      generation_(session.ctx_.model(), scratch_.id(), region2_start, std::move(prompt), std::move(params),
+      generation_(session.ctx_.model(), session.seq(), region2_start, std::move(prompt), std::move(params),
                   std::move(on_text)),
-      t_start_(std::chrono::steady_clock::now()) {
-  if (forked_) session_.readers_++;
-}
+      t_start_(std::chrono::steady_clock::now()) {}
 
-SessionQuery::~SessionQuery() {
-  // The fork's own cells go; the cells it shared stay with the primary (or, if the primary has moved on
-  // since, go now).
-  session_.ctx_.seq_remove(scratch_.id(), 0, -1);
-  if (forked_) session_.readers_--;
+SessionQuery::~SessionQuery() { release(); }
+
+void SessionQuery::release() {
+  if (released_) return;
+  released_ = true;
+  // Region 2 goes; in naive mode that is the whole recompute.
+  session_.ctx_.seq_remove(session_.seq(), region2_start_, -1);
+  session_.primary_busy_ = false;
+  session_.cells_.set(session_.primary_cells());
 }
 
 sched::Demand SessionQuery::demand() const {
   if (generation_.done()) return {};
-  return {generation_.wants_decode() ? 1 : 0, generation_.prompt_left(), generation_.prompt_started()};
+  return {generation_.wants_decode() ? 1 : 0, generation_.prompt_left()};
 }
 
 void SessionQuery::add_rows(engine::Batch& batch, const sched::Grant& grant) {
@@ -43,7 +41,8 @@ void SessionQuery::add_rows(engine::Batch& batch, const sched::Grant& grant) {
 
 void SessionQuery::take() {
   generation_.take(session_.ctx_);
-  cells_.set(generation_.next_pos() - region2_start_);
+  session_.cells_.set(session_.primary_cells() + (generation_.next_pos() - region2_start_));
+  if (generation_.done()) release();
 }
 
 Answer SessionQuery::take_answer() {

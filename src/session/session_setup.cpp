@@ -12,11 +12,12 @@ SessionSetup::~SessionSetup() {
   // Unfinished (creation failed or was abandoned): nothing of it stays.
   s_.ctx_.seq_remove(s_.seq(), 0, -1);
   s_.cells_.set(0);
+  s_.primary_busy_ = false;
 }
 
 sched::Demand SessionSetup::demand() const {
   if (done_) return {};
-  return {0, feed_.left(), feed_.started()};
+  return {0, feed_.left()};
 }
 
 void SessionSetup::add_rows(engine::Batch& batch, const sched::Grant& grant) { feed_.add(batch, grant.prefill); }
@@ -24,10 +25,7 @@ void SessionSetup::add_rows(engine::Batch& batch, const sched::Grant& grant) { f
 void SessionSetup::take() {
   if (done_) return;
   const int row = feed_.commit();
-  // Cells as they are decoded: Region 0's go to the (possibly shared) Region 0, the rest to the session.
-  const int decoded = feed_.next_pos();
-  if (s_.region0_.use_count() == 1) s_.region0_->cells.set(std::min(decoded, s_.n_region0()));
-  s_.cells_.set(decoded - s_.n_region0());
+  s_.cells_.set(feed_.next_pos());
   if (row >= 0) finish(row);
 }
 
@@ -38,20 +36,22 @@ std::optional<sched::PrefixCandidate> SessionSetup::prefix_candidate() const {
 }
 
 void SessionSetup::follow(SeqId leader, int n_tokens) {
-  const Pos p0 = feed_.next_pos();
-  s_.ctx_.seq_copy(leader, s_.seq(), p0, p0 + n_tokens);
+  // The leader's whole sequence (between streams a copy copies everything), cut to what this one shares.
+  const Pos end = feed_.next_pos() + n_tokens;
+  s_.ctx_.seq_copy(leader, s_.seq(), -1, -1);
+  s_.ctx_.seq_remove(s_.seq(), end, -1);
   feed_.skip(n_tokens);
-  const int decoded = feed_.next_pos();
-  s_.region0_->cells.set(std::min(decoded, s_.n_region0()));
-  s_.cells_.set(decoded - s_.n_region0());
+  s_.cells_.set(feed_.next_pos());
 }
 
 void SessionSetup::finish(int logits_row) {
   const float* logits = s_.ctx_.logits(logits_row);
   s_.ready_logits_.assign(logits, logits + s_.ctx_.model().n_vocab());
   s_.scaffold_ready_ = true;
+  s_.tail_decoded_ = !s_.ready_tail_.empty();
   s_.set_up_ = true;
-  s_.cells_.set(s_.own_cells());
+  s_.primary_busy_ = false;
+  s_.cells_.set(s_.primary_cells());
   done_ = true;
 }
 

@@ -108,8 +108,10 @@ export class Server {
 export async function startServer(opts = {}) {
   if (!existsSync(AOI_BIN)) throw new Error(`aoi binary not found: ${AOI_BIN} (set AOI_BIN)`);
   if (!existsSync(AOI_MODEL)) throw new Error(`model not found: ${AOI_MODEL} (set AOI_MODEL)`);
+  // The context: the server's default (4096 cells per sequence) unless a test sizes it.
   const args = ['serve', '--model', AOI_MODEL, '--host', '127.0.0.1', '--port', '0',
-    '--ctx-size', String(opts.ctxSize ?? 8192), '--threads', String(opts.threads ?? 2)];
+    '--threads', String(opts.threads ?? 2)];
+  if (opts.ctxSize != null) args.push('--ctx-size', String(opts.ctxSize));
   const keys = opts.apiKeys ?? (opts.apiKey ? [opts.apiKey] : []);
   for (const k of keys) args.push('--api-key', k);
   if (opts.maxBodyBytes != null) args.push('--max-body-bytes', String(opts.maxBodyBytes));

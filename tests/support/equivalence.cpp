@@ -30,20 +30,20 @@ std::string Comparison::describe() const {
     os << "same tokens";
   } else {
     os << "tokens differ at answer index " << first_difference << " (recompute's top-2 gap there "
-       << recompute_gap_there << ", tie threshold " << kTieGap << ", stateful token "
-       << (runner_up ? "is" : "is not") << " its runner-up)";
+       << recompute_gap_there << ", tie threshold " << kTieGap << ", stateful token " << (runner_up ? "is" : "is not")
+       << " its runner-up)";
   }
-  os << "; first-token logits differ by at most " << max_first_logit_diff << ", top-1 logits by "
-     << max_top_logit_diff << " (noise bound " << kLogitNoise << ")";
+  os << "; first-token logits differ by at most " << max_first_logit_diff << ", top-1 logits by " << max_top_logit_diff
+     << " (noise bound " << kLogitNoise << ")";
   return os.str();
 }
 
-Comparison compare(const session::Answer& stateful, const session::Answer& recompute) {
+Comparison compare(const engine::GenerationResult& stateful, const engine::GenerationResult& recompute) {
   Comparison c;
   const auto& a = stateful.tokens;
   const auto& b = recompute.tokens;
-  const auto& ta = stateful.details.top;
-  const auto& tb = recompute.details.top;
+  const auto& ta = stateful.top;
+  const auto& tb = recompute.top;
   // The sampled sequences, end of generation included: top[i].token is what was chosen at step i.
   const size_t steps = std::min(ta.size(), tb.size());
   size_t i = 0;
@@ -62,9 +62,11 @@ Comparison compare(const session::Answer& stateful, const session::Answer& recom
       c.recompute_gap_there = std::numeric_limits<float>::infinity();
     }
   }
-  const auto& la = stateful.details.first_logits;
-  const auto& lb = recompute.details.first_logits;
-  if (la.size() != lb.size() || la.empty()) {
+  const auto& la = stateful.first_logits;
+  const auto& lb = recompute.first_logits;
+  if (la.empty() && lb.empty()) {
+    c.max_first_logit_diff = 0;  // not kept on either side (flash answers): the top-1 logits say enough
+  } else if (la.size() != lb.size()) {
     c.max_first_logit_diff = std::numeric_limits<float>::infinity();
   } else {
     for (size_t k = 0; k < la.size(); ++k) {

@@ -30,17 +30,20 @@ const char* verdict_name(Verdict v);
 
 struct Comparison {
   bool same_tokens = false;
-  int first_difference = -1;      // answer index of the first differing token, -1 if none
-  float recompute_gap_there = 0;  // the recompute's top-1/top-2 gap there (infinite when it ended there)
-  bool runner_up = false;         // the stateful token there is the recompute's second choice
-  float max_first_logit_diff = 0; // over the whole vocabulary, at the first answer token
-  float max_top_logit_diff = 0;   // top-1 logits at equal positions before any difference
+  int first_difference = -1;       // answer index of the first differing token, -1 if none
+  float recompute_gap_there = 0;   // the recompute's top-1/top-2 gap there (infinite when it ended there)
+  bool runner_up = false;          // the stateful token there is the recompute's second choice
+  float max_first_logit_diff = 0;  // over the whole vocabulary, at the first answer token
+  float max_top_logit_diff = 0;    // top-1 logits at equal positions before any difference
   Verdict verdict() const;
   std::string describe() const;
 };
 
 // Both answers must have been asked with keep_first_logits.
-Comparison compare(const session::Answer& stateful, const session::Answer& recompute);
+Comparison compare(const engine::GenerationResult& stateful, const engine::GenerationResult& recompute);
+inline Comparison compare(const session::Answer& stateful, const session::Answer& recompute) {
+  return compare(stateful.details, recompute.details);
+}
 
 // Counts of a run of comparisons.
 struct Tally {

@@ -2,16 +2,42 @@
 
 #include <algorithm>
 
+#include "test_models.h"
+
 namespace aoi::test {
+
+std::unique_ptr<engine::Context> make_stream_context(engine::Model& model, int n_seqs, int cells_per_seq, int n_batch) {
+  engine::ContextParams p;
+  p.n_ctx = static_cast<std::uint32_t>(n_seqs * cells_per_seq);
+  p.n_seq_max = static_cast<std::uint32_t>(n_seqs);
+  p.n_batch = p.n_ubatch = static_cast<std::uint32_t>(n_batch);
+  p.kv_unified = false;
+  return make_context(model, p);
+}
+
+Status run_append(engine::Context& ctx, session::SessionAppend& append) {
+  engine::Batch batch(static_cast<int>(ctx.n_batch()));
+  while (!append.done()) {
+    if (append.waits_for_primary()) {
+      if (append.kind() != session::AppendKind::kRebuild) return Error::internal("an append waits for nothing");
+      append.finish_rebuild();
+      break;
+    }
+    const sched::Demand d = append.demand();
+    batch.clear();
+    append.add_rows(batch, {false, d.prefill_tokens});
+    if (Status s = ctx.decode_or_error(batch); !s) return s;
+    append.take();
+  }
+  return {};
+}
 
 Result<session::Session*> SoloSessions::create(session::SessionConfig config) {
   auto primary = seqs_.take();
-  auto work = seqs_.take();
-  if (!primary || !work) return Error::overloaded("no free sequence");
-  auto s = session::Session::create(ctx_, std::move(config), layout_, std::move(*primary), std::move(*work), defaults_,
-                                    cells_);
+  if (!primary) return Error::overloaded("no free sequence");
+  auto s = session::Session::create(ctx_, std::move(config), layout_, std::move(*primary), cells_);
   if (!s) return s.error();
-  session::Session* donor = nullptr;
+  const session::Session* donor = nullptr;
   for (auto& other : sessions_) {
     if (other->set_up() && other->mode() == session::SessionMode::kStateful &&
         std::ranges::equal(other->region0_tokens(), (*s)->region0_tokens())) {
@@ -35,17 +61,26 @@ Result<session::AppendStats> SoloSessions::append(session::Session& s, std::span
   return append(s, std::move(records));
 }
 
+Result<std::unique_ptr<session::SessionAppend>> SoloSessions::begin_append(
+    session::Session& s, std::vector<session::TokenizedRecord> records) {
+  sched::SeqLease spare;
+  if (s.append_kind(records) == session::AppendKind::kRebuild) {
+    auto lease = spare_.take();
+    if (!lease) return Error::conflict("the spare sequence is busy");
+    spare = std::move(*lease);
+  }
+  return s.begin_append(std::move(records), std::move(spare));
+}
+
 Result<session::AppendStats> SoloSessions::append(session::Session& s, std::vector<session::TokenizedRecord> records) {
-  auto job = s.begin_append(std::move(records));
+  auto job = begin_append(s, std::move(records));
   if (!job) return job.error();
-  if (Status st = run_alone(ctx_, **job); !st) return st.error();
+  if (Status st = run_append(ctx_, **job); !st) return st.error();
   return (*job)->stats();
 }
 
 Result<session::Answer> SoloSessions::query(session::Session& s, session::QueryParams params) {
-  auto scratch = seqs_.take();
-  if (!scratch) return Error::overloaded("no free sequence");
-  auto q = s.begin_query(std::move(params), std::move(*scratch));
+  auto q = s.begin_query(std::move(params));
   if (!q) return q.error();
   if (Status st = run_alone(ctx_, **q); !st) return st.error();
   return (*q)->take_answer();

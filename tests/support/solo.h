@@ -33,24 +33,30 @@ Status run_alone(engine::Context& ctx, Op& op) {
   return {};
 }
 
-// The sessions of one test context, with sequences and cells handed out as the service does.
+// A context with a stream per sequence (as the server runs): n_seqs sequences of cells_per_seq cells each.
+std::unique_ptr<engine::Context> make_stream_context(engine::Model& model, int n_seqs, int cells_per_seq,
+                                                     int n_batch = 128);
+
+// The sessions of one test context, with sequences and cells handed out as the service does: the last
+// sequence is the spare recompute eviction rebuilds on.
 class SoloSessions {
  public:
-  explicit SoloSessions(engine::Context& ctx, session::WindowDefaults defaults = {})
+  explicit SoloSessions(engine::Context& ctx)
       : ctx_(ctx),
         cells_(static_cast<int>(ctx.n_ctx())),
-        seqs_(0, static_cast<int>(ctx.n_seq_max())),
-        layout_(session::PromptLayout::for_model(ctx.model())),
-        defaults_(defaults) {}
+        seqs_(0, static_cast<int>(ctx.n_seq_max()) - 1),
+        spare_(static_cast<engine::SeqId>(ctx.n_seq_max()) - 1, 1),
+        layout_(session::PromptLayout::for_model(ctx.model())) {}
 
-  // Creates and sets up a session (Region 0 aliased from a set-up session with the same system text).
+  // Creates and sets up a session (Region 0 copied from a set-up session with the same system text).
   Result<session::Session*> create(session::SessionConfig config);
   // Prepares texts as records (sequence numbers after the last) and appends them.
   Result<session::AppendStats> append(session::Session& s, std::span<const std::string> texts);
   Result<session::AppendStats> append(session::Session& s, std::vector<session::TokenizedRecord> records);
-  // Answers on a fork of its own.
+  // The same, begun: a rebuild gets the spare.
+  Result<std::unique_ptr<session::SessionAppend>> begin_append(session::Session& s,
+                                                               std::vector<session::TokenizedRecord> records);
   Result<session::Answer> query(session::Session& s, session::QueryParams params);
-  std::optional<sched::SeqLease> lease() { return seqs_.take(); }
   void remove(session::Session* s);
 
   sched::CellLedger& cells() { return cells_; }
@@ -60,9 +66,12 @@ class SoloSessions {
   engine::Context& ctx_;
   sched::CellLedger cells_;
   sched::SeqIdPool seqs_;
+  sched::SeqIdPool spare_;
   session::PromptLayout layout_;
-  session::WindowDefaults defaults_;
   std::vector<std::unique_ptr<session::Session>> sessions_;
 };
+
+// Runs an append to its end; a rebuild takes the primary as soon as its window is decoded.
+Status run_append(engine::Context& ctx, session::SessionAppend& append);
 
 }  // namespace aoi::test

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
@@ -95,8 +95,9 @@ Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
   const int window = o.retention_tokens > 0 ? o.retention_tokens : max_checkpoint + 4096;
   service::ServiceParams p;
   p.model.path = o.model;
-  // The window, and room for a rebuild of it beside (recompute eviction), a question and the pass.
-  p.context.n_ctx = static_cast<std::uint32_t>(2 * (window + 256) + 1024);
+  // Two sequences (the session's, a spare for recompute eviction's rebuilds), each the window, the system
+  // text and a question.
+  p.context.n_ctx = static_cast<std::uint32_t>(2 * (window + 1024));
   p.context.n_batch = static_cast<std::uint32_t>(o.batch_size);
   p.context.n_ubatch = p.context.n_batch;
   p.context.n_threads = o.threads;
@@ -105,7 +106,6 @@ Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
   p.max_sessions = 1;
   p.pool_slots = 0;
   p.max_flash = 0;
-  p.kv_budget = 1.0;
   // One append per pushed batch of records, as the records arrive (the append is chunked into passes).
   p.ingest_batch_tokens = 1 << 30;
   p.ring_capacity = static_cast<size_t>(std::max(1024, 4 * o.batch_records));

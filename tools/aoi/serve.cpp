@@ -30,14 +30,16 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("-a,--alias", o.alias, "model name reported by /v1/models (default: the file name)");
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
-  app.add_option("-c,--ctx-size", o.ctx_size, "KV cache cells shared by sessions and completions")
-      ->check(CLI::Range(256, 1 << 22))
+  app.add_option("-c,--ctx-size", o.ctx_size,
+                 "KV cache cells in all, split equally between the sequences (sessions, completion slots, "
+                 "spares); 0: 4096 per sequence")
+      ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   app.add_option("-t,--threads", o.threads, "CPU threads for the forward pass (0: all)")->check(CLI::Range(0, 1024));
   app.add_option("-b,--batch-size", o.batch_size, "tokens per forward pass")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
-  app.add_option("--max-sessions", o.max_sessions, "sessions at most (their windows must also fit the KV budget)")
+  app.add_option("--max-sessions", o.max_sessions, "sessions at most (each has a sequence of its own)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   const auto kv_types = CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"});
@@ -52,23 +54,15 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--pool-slots", o.pool_slots, "parallel stateless completions")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  app.add_option("--pool-max-tokens", o.pool_max_tokens, "KV cells per completion (prompt + answer)")
-      ->check(CLI::Range(64, 1 << 20))
+  app.add_option("--spare-seqs", o.spare_seqs,
+                 "sequences recompute eviction rebuilds windows on (0: max-sessions / 4, 1 to 4)")
+      ->check(CLI::Range(0, 64))
       ->capture_default_str();
   app.add_option("--io-threads", o.io_threads, "HTTP threads")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--ring-capacity", o.ring_capacity, "pending records per session before the oldest drop")
       ->capture_default_str();
   app.add_option("--max-flash", o.max_flash, "flash queries per session")
       ->check(CLI::Range(0, 256))
-      ->capture_default_str();
-  app.add_option("--kv-budget", o.kv_budget,
-                 "share of the KV cells admitted sessions and completions may reserve (the rest absorbs rebuilds "
-                 "and forks)")
-      ->check(CLI::Range(0.05, 1.0))
-      ->capture_default_str();
-  app.add_option("--default-window", o.default_window,
-                 "retention window (tokens) of sessions created without one (0: a fair share of the budget)")
-      ->check(CLI::Range(0, 1 << 22))
       ->capture_default_str();
 }
 
@@ -121,12 +115,10 @@ int run_serve(const ServeOptions& o) {
                                                    : engine::FlashAttn::kOff;
   sp.max_sessions = o.max_sessions;
   sp.pool_slots = o.pool_slots;
-  // The completion pool keeps at most a quarter of the cache for itself; sessions get the rest.
-  sp.pool_max_tokens = std::min(o.pool_max_tokens, o.ctx_size / (4 * std::max(1, o.pool_slots)));
+  sp.spare_seqs = o.spare_seqs;
   sp.ring_capacity = o.ring_capacity;
   sp.max_flash = o.max_flash;
-  sp.kv_budget = o.kv_budget;
-  sp.default_window = o.default_window;
+
   auto service = service::Service::start(sp);
   if (!service) {
     spdlog::error("{}", service.error().message);
@@ -140,12 +132,12 @@ int run_serve(const ServeOptions& o) {
               model.description().c_str(), static_cast<double>(model.size_bytes()) / 1e6, threads,
               o.flash_attn.c_str());
   std::printf(
-      "aoi: KV cache %d cells (%.0f MB); sessions and completions may reserve %d; up to %d sessions, default "
-      "window %d tokens\n",
+      "aoi: KV cache %d cells (%.0f MB), a stream of %d cells per sequence: up to %d sessions (each one's window, "
+      "system text and questions within its %d cells), %d completion slots\n",
       stats.kv_cells_total,
       static_cast<double>(stats.kv_cells_total) * static_cast<double>(engine::kv_bytes_per_token(model, sp.context)) /
           1e6,
-      stats.kv_cells_budget, o.max_sessions, stats.default_window);
+      stats.kv_cells_per_seq, o.max_sessions, stats.kv_cells_per_seq, o.pool_slots);
   std::printf("aoi: listening on http://%s:%u\n", o.host.c_str(), server.port());
   std::fflush(stdout);
 

@@ -12,8 +12,8 @@ struct ServeOptions {
   std::string alias;  // the name /v1/models reports (default: the file name)
   std::string host = "127.0.0.1";
   int port = 8080;
-  int ctx_size = 32768;
-  int threads = 0;  // 0: all cores
+  int ctx_size = 0;  // 0: 4096 cells per sequence
+  int threads = 0;   // 0: all cores
   int batch_size = 512;
   int max_sessions = 8;
   std::string cache_type_k = "f16";
@@ -23,12 +23,10 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::size_t max_body_bytes = 16u << 20;
   int pool_slots = 2;
-  int pool_max_tokens = 4096;
+  int spare_seqs = 0;
   int io_threads = 2;
   std::size_t ring_capacity = 4096;
   int max_flash = 16;
-  double kv_budget = 0.9;
-  int default_window = 0;  // 0: a fair share of the budget
 };
 
 void add_serve_options(CLI::App& app, ServeOptions& o);

@@ -7,8 +7,10 @@
 //   plan     pass_plan.h decides who joins and with how many tokens
 //   decode   the granted lanes add their rows to one batch; one llama_decode
 //   take     each lane reads its rows; followers alias the leader's new cells
-// When the cache has no slot for the batch (llama_decode returns 1), the pass is built again without
-// prefill, and a lone prefill that still cannot fit fails with a clear error; nothing is half-applied.
+// Rows go into the batch in sequence order: llama.cpp batches per-sequence KV streams into one micro-batch
+// only when their ids follow each other. When the cache has no slot for the batch (llama_decode returns 1),
+// the pass is built again without its least urgent lane, and a lane alone in a pass that still cannot fit
+// fails with a clear error; nothing is half-applied.
 #pragma once
 
 #include <array>
@@ -41,24 +43,25 @@ struct LoopParams {
   int chunk_min = 128;
   int chunk_max = 1024;
   int aging_passes = 32;
-  double high_water = 0.95;
-  int max_seqs_per_row = 1;
 };
+
+inline constexpr int kRecentPasses = 64;
 
 struct LoopStats {
   std::uint64_t passes = 0;
-  std::uint64_t tokens = 0;        // rows decoded, all passes
-  std::uint64_t backoffs = 0;      // passes rebuilt after the cache had no slot
+  std::uint64_t tokens = 0;          // rows decoded, all passes
+  std::uint64_t backoffs = 0;        // passes rebuilt after the cache had no slot
   std::uint64_t grouped_tokens = 0;  // prefill tokens aliased from a group leader instead of decoded
   int last_pass_tokens = 0;
   double last_pass_ms = 0;
+  double max_recent_pass_ms = 0;            // the longest of the last kRecentPasses passes
   std::array<int, kPriorityCount> lanes{};  // lanes by class (waiting ones included)
 };
 
 class InferenceLoop {
  public:
-  // Starts the thread. forward and cells must outlive the loop.
-  InferenceLoop(Forward& forward, CellLedger& cells, LoopParams params);
+  // Starts the thread. forward and cells (for error messages) must outlive the loop.
+  InferenceLoop(Forward& forward, const CellLedger& cells, LoopParams params);
   // Shuts down (see shutdown()).
   ~InferenceLoop();
   InferenceLoop(const InferenceLoop&) = delete;
@@ -104,7 +107,7 @@ class InferenceLoop {
   static void fail_command(Command& c, const Error& error);
 
   Forward& forward_;
-  CellLedger& cells_;
+  const CellLedger& cells_;
   const LoopParams params_;
   engine::Batch batch_;
   RoundRobin rr_;
@@ -120,7 +123,9 @@ class InferenceLoop {
 
   std::atomic<std::uint64_t> passes_{0};
   mutable std::mutex stats_mu_;
-  LoopStats stats_;  // guarded by stats_mu_
+  LoopStats stats_;                                // guarded by stats_mu_
+  std::array<double, kRecentPasses> recent_ms_{};  // guarded by stats_mu_: pass durations, a ring
+  size_t recent_next_ = 0;                         // guarded by stats_mu_
   std::thread::id thread_id_;
   std::thread thread_;  // last: starts after everything above is built
 };

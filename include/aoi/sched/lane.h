@@ -25,9 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 // What a lane wants from the next pass. Both zero: it waits (for data, a sequence, its turn).
 struct Demand {
-  int decode_rows = 0;           // sampled tokens to decode, one per growing answer; they join together
-  int prefill_tokens = 0;        // tokens left to prefill, in order
-  bool prefill_started = false;  // some of this prefill is decoded already (its cells are committed)
+  int decode_rows = 0;     // sampled tokens to decode, one per growing answer; they join together
+  int prefill_tokens = 0;  // tokens left to prefill, in order
   bool idle() const { return decode_rows == 0 && prefill_tokens == 0; }
 };
 
@@ -52,6 +51,8 @@ class Lane {
   // While it waits with no demand: the latest time to wait. Past it the loop calls fail() with a timeout.
   virtual std::optional<Clock::time_point> deadline() const { return std::nullopt; }
 
+  // The sequence its rows go to (the loop orders rows by it); -1: none yet.
+  virtual engine::SeqId seq() const = 0;
   // Adds this pass's rows to the batch: the decode rows when granted, then grant.prefill tokens. Must not
   // advance the lane: the loop may rebuild the pass without it (back-off) and never call take().
   virtual void add_rows(engine::Batch& batch, const Grant& grant) = 0;
@@ -61,9 +62,8 @@ class Lane {
   // Grouped prefill (optional). A lane that can share its next prefill tokens says what its sequence holds
   // and what it will prefill next (the span stays valid until the next call into the lane).
   virtual std::optional<PrefixCandidate> prefix_candidate() const { return std::nullopt; }
-  virtual engine::SeqId prefill_seq() const { return -1; }
-  // Instead of decoding them, take the next n tokens' cells from the leader's sequence, which decoded the
-  // same tokens at the same positions in this pass.
+  // Instead of decoding them, take the next n tokens' cells from the leader's sequence (seq()), which decoded
+  // the same tokens at the same positions in this pass.
   virtual void follow(engine::SeqId /*leader*/, int /*n_tokens*/) {}
 
   // The lane will never run again (its pass failed, its deadline passed, its session went away, shutdown):

@@ -3,7 +3,7 @@
 //
 // The rules, in the order they apply:
 //   1. Decode rows first: every lane with sampled tokens waiting (one row per growing answer) joins, highest
-//      class first, as long as the pass has room. Decode rows are never held back by cells: each needs one.
+//      class first, as long as the pass has room.
 //   2. Then prefill chunks (prompt, question or record tokens), in class order FLASH > SESSION > POOL >
 //      STREAM, round-robin among tenants (sessions) within a class, each lane a chunk of
 //      clamp(n_batch / N_prefilling, chunk_min, chunk_max) tokens while the pass has room; room left over
@@ -12,10 +12,8 @@
 //      demand), so a question's passes stay short: it waits at most the pass in flight when it arrived.
 //   4. Aging: a lane that had prefill to do and got none for aging_passes passes goes first, whatever its
 //      class and whatever else runs, so no class starves another.
-//   5. Cells: a prefill that has not started begins only when everything committed (cells in use plus what
-//      started prefills will still add) and its own tokens stay under the high-water mark; once started it
-//      runs to the end, so two half-done operations never block each other. When nothing else can run, the
-//      first deferred lane goes anyway (the forward pass then tells whether it fits).
+// Cells are not this policy's business: every session and completion has a KV stream of its own, admitted
+// only when its work fits it (the service's admission), so no prefill can take another's cells.
 #pragma once
 
 #include <array>
@@ -30,38 +28,30 @@ namespace aoi::sched {
 
 struct LaneDemand {
   Priority priority = Priority::kStream;
-  std::uint64_t tenant = 0;      // round-robin key: the lanes of one session share it
-  int decode_rows = 0;           // rows that join together or not at all (one per growing answer)
-  int prefill_tokens = 0;        // tokens left to prefill; any leading part of them may join (a chunk)
-  bool prefill_started = false;  // part of the prefill is decoded: its remaining cells are committed
-  int passes_waiting = 0;        // consecutive passes with prefill to do and no chunk (aging)
+  std::uint64_t tenant = 0;  // round-robin key: the lanes of one session share it
+  int decode_rows = 0;       // rows that join together or not at all (one per growing answer)
+  int prefill_tokens = 0;    // tokens left to prefill; any leading part of them may join (a chunk)
+  int passes_waiting = 0;    // consecutive passes with prefill to do and no chunk (aging)
 };
 
 struct PlanParams {
-  int n_batch = 512;      // tokens one pass may carry
-  int chunk_min = 128;    // clamp of the per-lane prefill chunk
+  int n_batch = 512;    // tokens one pass may carry
+  int chunk_min = 128;  // clamp of the per-lane prefill chunk
   int chunk_max = 1024;
   int aging_passes = 32;  // held back this many passes: goes first
-  int cells_total = 0;    // KV cells of the context
-  // Cells in use plus the rest of every started prefill: what the cache will hold without new starts.
-  int cells_committed = 0;
-  double high_water = 0.95;
 };
 
 struct LaneGrant {
   bool decode = false;  // its decode rows join
   int prefill = 0;      // prefill tokens that join
-  bool deferred = false;  // prefill waited: cells above the high-water mark
-  bool held = false;      // prefill waited: background work beside interactive work
+  bool held = false;    // prefill waited: background work beside interactive work
 };
 
 struct PassPlan {
   std::vector<LaneGrant> grants;  // one per lane, in input order
   int n_tokens = 0;               // rows of the pass
   int n_decode_rows = 0;
-  int chunk = 0;          // the prefill chunk of this pass (0: no prefill candidates)
-  int cells_started = 0;  // cells committed by prefills that start in this pass
-  bool forced = false;    // a deferred lane went because nothing else could run
+  int chunk = 0;  // the prefill chunk of this pass (0: no prefill candidates)
   bool empty() const { return n_tokens == 0; }
 };
 

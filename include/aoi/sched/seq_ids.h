@@ -2,6 +2,7 @@
 // never lost on an error path nor used twice. Loop thread only; busy() may be read from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <utility>
@@ -47,31 +48,32 @@ class SeqLease {
 class SeqIdPool {
  public:
   // Ids [first, first + count).
-  SeqIdPool(engine::SeqId first, int count) : count_(count) {
-    for (int i = count - 1; i >= 0; --i) free_.push_back(first + i);
-  }
-  // A free id, or nothing when all are leased.
+  SeqIdPool(engine::SeqId first, int count) : first_(first), used_(static_cast<size_t>(std::max(0, count)), false) {}
+  // The lowest free id (so that busy ids stay packed: llama.cpp batches consecutive streams together), or
+  // nothing when all are leased.
   std::optional<SeqLease> take() {
-    if (free_.empty()) return std::nullopt;
-    const engine::SeqId id = free_.back();
-    free_.pop_back();
-    busy_.fetch_add(1, std::memory_order_relaxed);
-    return SeqLease(this, id);
+    for (size_t i = 0; i < used_.size(); ++i) {
+      if (used_[i]) continue;
+      used_[i] = true;
+      busy_.fetch_add(1, std::memory_order_relaxed);
+      return SeqLease(this, first_ + static_cast<engine::SeqId>(i));
+    }
+    return std::nullopt;
   }
-  int free() const { return static_cast<int>(free_.size()); }
-  int size() const { return count_; }
+  int free() const { return size() - busy(); }
+  int size() const { return static_cast<int>(used_.size()); }
   int busy() const { return busy_.load(std::memory_order_relaxed); }
 
  private:
   friend class SeqLease;
-  int count_;
-  std::vector<engine::SeqId> free_;
+  engine::SeqId first_;
+  std::vector<bool> used_;
   std::atomic<int> busy_{0};
 };
 
 inline void SeqLease::release() {
   if (pool_ != nullptr && id_ >= 0) {
-    pool_->free_.push_back(id_);
+    pool_->used_[static_cast<size_t>(id_ - pool_->first_)] = false;
     pool_->busy_.fetch_sub(1, std::memory_order_relaxed);
   }
   pool_ = nullptr;

@@ -12,6 +12,7 @@
 
 #include "aoi/common/error.h"
 #include "aoi/engine/generation.h"
+#include "aoi/engine/sampling.h"
 #include "aoi/engine/types.h"
 
 namespace aoi::service {
@@ -26,8 +27,9 @@ struct FlashAnswer {
   std::vector<engine::Token> tokens;
   engine::FinishReason finish = engine::FinishReason::kNone;
   float logit_gap = 0;
-  std::uint64_t version = 0;  // 0: not evaluated yet
-  double eval_ms = 0;         // the evaluation round's time per question
+  std::uint64_t version = 0;      // 0: not evaluated yet
+  double eval_ms = 0;             // the evaluation round's time per question
+  std::vector<engine::Top2> top;  // top-1/top-2 of every sampled token (end of generation included)
 };
 
 struct FlashQuery {

@@ -41,23 +41,17 @@ class InferenceState;
 
 struct ServiceParams {
   engine::ModelParams model;
-  engine::ContextParams context;  // n_seq_max is derived from max_sessions, pool_slots and scratch_seqs
+  // n_ctx: KV cells in all (0: 4096 per sequence); n_seq_max and kv_unified are set by the service: every
+  // session, completion slot and spare has a stream of n_ctx / sequences cells.
+  engine::ContextParams context;
   int max_sessions = 8;
   int pool_slots = 2;           // stateless completions at once (OpenAI/Anthropic endpoints)
-  int pool_max_tokens = 4096;   // KV cells each may use (prompt + completion)
-  // Share of the KV cells that admitted work may reserve (sessions' projections, completions' prompt +
-  // max_tokens); the rest absorbs what runs for a while beside them (rebuilds, forks, flash rounds).
-  double kv_budget = 0.9;
-  // Region 1 tokens of a session created without retention limits. 0: a fair share of the budget (what the
-  // pool's reserve leaves, over max_sessions), at least 1024.
-  int default_window = 0;
-  int tokens_per_record = 64;   // cells projected per record when a session limits records but not tokens
-  int scratch_seqs = 0;         // sequences for query and flash forks; 0: as many as the context allows, <= 64
+  int spare_seqs = 0;           // sequences recompute eviction rebuilds windows on; 0: max_sessions / 4, 1..4
   size_t ring_capacity = 4096;  // pending records per session before the oldest are dropped
   int ingest_batch_tokens = 0;  // record tokens per ingestion batch; 0: what fits one pass with the scaffold
   size_t event_history = 256;   // events kept per session for clients that resume
   int max_flash = 16;           // flash queries per session
-  int flash_max_lag = 8;                      // versions a flash round may wait for ingestion to catch up
+  int flash_max_lag = 8;        // versions a flash round may wait for ingestion to catch up
   std::chrono::milliseconds max_wait{60000};  // longest read-your-writes wait a query may ask for
   sched::LoopParams loop;                     // pass planning (n_batch is the context's)
 };
@@ -100,9 +94,7 @@ struct ServiceStats {
   int sessions = 0;
   int kv_cells_total = 0;
   int kv_cells_used = 0;
-  int kv_cells_reserved = 0;
-  int kv_cells_budget = 0;
-  int default_window = 0;
+  int kv_cells_per_seq = 0;  // a session's or a completion's cells at most
   int pool_busy = 0;
   int pool_slots = 0;
   sched::LoopStats loop;
@@ -146,8 +138,9 @@ class Service {
              std::function<void(Result<QueryOutcome>)> done);
   Result<QueryOutcome> query(std::string_view id, QueryRequest request);  // waits
 
-  // Stateless completion on a pool sequence (POOL priority). Errors: the prompt does not fit (invalid, field
-  // "messages" or "prompt"), every slot busy for too long (overloaded).
+  // Stateless completion on a pool sequence (POOL priority): max_tokens is cut to what the sequence holds
+  // beside the prompt. Errors: the prompt does not fit (invalid, field "messages" or "prompt"), every slot
+  // busy for too long (overloaded).
   void generate(GenerateRequest request, std::function<void(std::string_view)> on_text,
                 std::function<void(Result<GenerateOutcome>)> done);
   Result<GenerateOutcome> generate(GenerateRequest request);  // waits
@@ -189,6 +182,7 @@ class Service {
   ServiceParams params_;
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<engine::Context> ctx_;
+  int cells_per_seq_ = 0;  // what one sequence (a session, a completion) holds
   std::unique_ptr<sched::Forward> forward_;
   std::unique_ptr<InferenceState> state_;  // the loop's; Service touches it only through commands
   std::unique_ptr<sched::InferenceLoop> loop_;

@@ -1,25 +1,24 @@
-// A session: one sequence of the shared KV cache that follows a data stream.
+// A session: one sequence of the KV cache that follows a data stream.
 //
-//   positions [0, n0)            Region 0: BOS + system text, decoded once, never evicted (and shared, cells
-//                                and all, with every resident session whose Region 0 is the same)
+//   positions [0, n0)            Region 0: BOS + system text, decoded once, never evicted
 //             [n0, n0+nd)        Region 1: records in arrival order; whole oldest records evicted FIFO
 //             [n0+nd, +ns)       the scaffold, re-decoded after every append; its last logits are the
 //                                "ready logits"
 //             [.., +nt)          with a ready question: that question and its closing ("ready tail"), so
-//                                the ready logits answer it
-//             [p, ...)           Region 2: question + answer of one query, on a fork of its own
+//                                the ready logits answer it; any other question strips it first (the next
+//                                append decodes it again)
+//             [p, ...)           Region 2: question + answer of one query, removed when it ends
 //
-// The primary sequence always holds one complete version: Regions 0 and 1 and the scaffold at contiguous
-// positions from 0. Nothing writes it in place except shift eviction:
-//   SessionSetup   decodes Region 0 and the scaffold at creation (session_setup.h)
-//   SessionAppend  ingests a batch of records copy-on-write: the work sequence aliases the primary's cells
-//                  (all of them, or Region 0 alone when recompute eviction rebuilds the window), decodes the
-//                  new tokens, and becomes the primary in one metadata swap (session_append.h)
-//   SessionQuery   answers one question on a fork: a scratch sequence aliases the primary up to the
-//                  scaffold and decodes question and answer there (session_query.h)
-// So queries never wait for ingestion and ingestion never waits for queries, and any number of questions
-// run on one session at once, each on the version it forked. Shift eviction moves positions of cells that
-// forks share, so its appends write the primary in place and wait until no fork is alive.
+// The server gives every session a KV stream of its own (llama.cpp's per-sequence streams): a question
+// attends over its own session's cells only, whatever its neighbours hold (docs/benchmarks.md, isolation).
+// Streams cannot alias each other's cells (a copy between them copies the whole stream), so operations on a
+// session write its primary sequence in place, one at a time (primary_busy()):
+//   SessionSetup   decodes Region 0 and the scaffold at creation (or copies Region 0 from a session whose
+//                  system text is the same) (session_setup.h)
+//   SessionAppend  ingests a batch of records: in place, or, when recompute eviction rebuilds the window, on a
+//                  spare sequence while questions keep answering on the primary, which takes the rebuilt
+//                  window in one copy at the end (session_append.h)
+//   SessionQuery   answers one question in Region 2 (session_query.h)
 // None of these decodes by itself: each offers rows to the inference loop's shared pass and takes its rows
 // back. Not thread-safe: only the inference thread touches a Session.
 #pragma once
@@ -89,17 +88,11 @@ struct Answer {
   engine::GenerationResult details;  // per-token top-2, first logits when asked
 };
 
-// How big a session's window is when the client does not say, and what a record limit alone projects.
-struct WindowDefaults {
-  int window_tokens = 2048;     // Region 1 tokens of a session created without retention limits
-  int tokens_per_record = 64;   // cells projected per record of a record limit given without a token limit
-};
-
-// Region 0's tokens and cells, shared by every session whose Region 0 is the same: the cells are counted
-// once, for as long as one of them lives.
-struct SharedRegion0 {
-  std::vector<Token> tokens;
-  sched::CellHold cells;
+// How an append of a batch will run (see session_append.h).
+enum class AppendKind {
+  kInPlace,      // on the primary (needs it free)
+  kRebuild,      // on a spare sequence (needs one), the primary only for the final copy
+  kBookkeeping,  // naive mode: no forward pass
 };
 
 class SessionSetup;
@@ -108,25 +101,19 @@ class SessionQuery;
 
 class Session {
  public:
-  // Checks the configuration and sizes the window; decodes nothing (begin_setup does). primary and work: the
-  // session's sequences (work: copy-on-write appends of a stateful session; may be empty otherwise).
-  // Errors name the field: an explicit window that the model's positions cannot hold is refused here, never
-  // shrunk.
+  // Checks the configuration and sizes the window; decodes nothing (begin_setup does). primary: the
+  // session's sequence. Errors name the field: a window that the sequence's positions cannot hold is
+  // refused, never shrunk. Without a token limit, the window is all the positions the sequence has.
   static Result<std::unique_ptr<Session>> create(engine::Context& ctx, SessionConfig config, const PromptLayout& layout,
-                                                 sched::SeqLease primary, sched::SeqLease work,
-                                                 const WindowDefaults& defaults, sched::CellLedger& cells);
+                                                 sched::SeqLease primary, sched::CellLedger& cells);
   // Frees the session's cells.
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // KV cells to reserve for the session at admission: Region 0, the window, the scaffold and tail, and one
-  // query. A record limit without a token limit projects defaults.tokens_per_record per record.
-  int projected_cells() const { return projected_cells_; }
-
-  // Decodes Region 0 and the scaffold (stateful). With a donor (a set-up session whose Region 0 tokens are
-  // the same), Region 0 is aliased from it, not decoded again. Naive sessions need nothing: null.
-  std::unique_ptr<SessionSetup> begin_setup(Session* donor);
+  // Decodes Region 0 and the scaffold (stateful). With a donor (a set-up stateful session whose Region 0
+  // tokens are the same), Region 0 is copied from it, not decoded again. Naive sessions need nothing: null.
+  std::unique_ptr<SessionSetup> begin_setup(const Session* donor);
   bool set_up() const { return set_up_; }
 
   // Tokenizes one record ("text" + "\n") and checks it: not empty, not longer than the retention window.
@@ -135,17 +122,16 @@ class Session {
   // The same check for a record already tokenized (a rendered template record).
   Result<TokenizedRecord> prepare_tokens(std::vector<Token> tokens, std::uint64_t seq, size_t index = 0) const;
 
-  // Whether an append may begin now: none running, and (shift eviction) no fork alive.
-  bool can_begin_append() const;
-  // Starts ingesting records (in order, prepared for this session). Fails with kConflict when
-  // can_begin_append() is false.
-  Result<std::unique_ptr<SessionAppend>> begin_append(std::vector<TokenizedRecord> records);
+  // How an append of records of these sizes (tokens each, oldest first) would run now.
+  AppendKind append_kind(std::span<const TokenizedRecord> records) const;
+  // Starts ingesting records (in order, prepared for this session). A rebuild needs `spare` (an empty
+  // sequence it keeps until the end); an in-place append the primary. Fails with kConflict while another
+  // append runs or the primary is busy (in place).
+  Result<std::unique_ptr<SessionAppend>> begin_append(std::vector<TokenizedRecord> records, sched::SeqLease spare = {});
 
-  // Whether a query may fork now (not while shift eviction writes the primary in place).
-  bool can_fork() const { return !writer_ && set_up_; }
-  // Starts a query on `scratch` (a free sequence it keeps until it ends). Fails at once on a bad question,
-  // or with kConflict when can_fork() is false.
-  Result<std::unique_ptr<SessionQuery>> begin_query(QueryParams params, sched::SeqLease scratch,
+  // Starts a question on the primary. Fails at once on a bad question, or with kConflict while the primary
+  // is busy.
+  Result<std::unique_ptr<SessionQuery>> begin_query(QueryParams params,
                                                     std::function<void(std::string_view)> on_text = {});
 
   const std::string& id() const { return config_.id; }
@@ -153,26 +139,27 @@ class Session {
   SessionMode mode() const { return config_.mode; }
   EvictionPolicy eviction_policy() const { return config_.retention.policy; }
   SeqId seq() const { return primary_.id(); }
-  SeqId work_seq() const { return work_.id(); }
   std::uint64_t data_version() const { return version_; }
   std::uint64_t last_record_seq() const { return last_record_seq_; }  // 0 before any record
 
-  int n_region0() const { return static_cast<int>(region0_->tokens.size()); }
+  int n_region0() const { return static_cast<int>(region0_.size()); }
   int n_data_tokens() const { return n_data_tokens_; }
   int n_records() const { return static_cast<int>(records_.size()); }
   int n_scaffold() const { return static_cast<int>(scaffold_.size()); }
   // Tokens decoded after the data on every append: the scaffold and the ready tail.
   int n_after_data() const { return n_scaffold() + static_cast<int>(ready_tail_.size()); }
   int max_data_tokens() const { return max_data_tokens_; }
+  // Cells the session may need at most: Region 0, the window, the scaffold and tail, one query.
+  int max_cells() const { return max_cells_; }
   std::uint64_t records_evicted() const { return records_evicted_; }
   std::uint64_t tokens_evicted() const { return tokens_evicted_; }
-  // KV cells the session holds now (its own; Region 0 counted with whichever session shares it).
-  int cells_used() const { return cells_.cells() + region0_->cells.cells(); }
+  // KV cells the session's sequences hold now.
+  int cells_used() const { return cells_.cells(); }
   // Position where a query's Region 2 starts (after the scaffold).
   Pos query_pos() const { return n_region0() + n_data_tokens_ + n_scaffold(); }
   bool scaffold_ready() const { return scaffold_ready_; }
+  bool primary_busy() const { return primary_busy_; }
   bool append_running() const { return append_running_; }
-  int n_forks() const { return readers_; }
 
   // Ready logits: the model's output at the end of the scaffold (and of the ready question, when the session
   // has one), refreshed after every append, valid for data_version(). [n_vocab] Empty in naive mode.
@@ -182,8 +169,7 @@ class Session {
 
   // The retained context as tokens (Regions 0-1 and the scaffold): what a full recompute decodes.
   std::vector<Token> context_tokens() const;
-  std::span<const Token> region0_tokens() const { return region0_->tokens; }
-  const std::shared_ptr<SharedRegion0>& shared_region0() const { return region0_; }
+  std::span<const Token> region0_tokens() const { return region0_; }
   std::span<const Token> scaffold_tokens() const { return scaffold_; }
   std::vector<std::uint64_t> record_seqs() const;
 
@@ -197,30 +183,32 @@ class Session {
   friend class SessionAppend;
   friend class SessionQuery;
 
-  Session(engine::Context& ctx, SessionConfig config, sched::SeqLease primary, sched::SeqLease work,
-          sched::CellLedger& cells);
+  Session(engine::Context& ctx, SessionConfig config, sched::SeqLease primary, sched::CellLedger& cells);
 
   RetentionLimits retention_limits() const;
+  RetentionPlan plan(std::span<const TokenizedRecord> records) const;
   // What follows Region 1 in the primary: the scaffold and the ready tail.
   std::vector<Token> after_data() const;
-  // The cells the primary holds besides Region 0.
-  int own_cells() const { return n_data_tokens_ + (scaffold_ready_ ? n_after_data() : 0); }
+  // Removes the scaffold and tail (everything after Region 1) from the primary.
+  void strip_after_data();
+  // The cells the primary holds.
+  int primary_cells() const;
 
   engine::Context& ctx_;
   sched::CellLedger& ledger_;
   SessionConfig config_;
   sched::SeqLease primary_;
-  sched::SeqLease work_;
-  sched::CellHold cells_;  // the primary's cells besides Region 0
-  std::shared_ptr<SharedRegion0> region0_;
+  sched::CellHold cells_;  // the primary's cells (and a rebuild's spare's, while it runs)
+  std::vector<Token> region0_;
   std::vector<Token> scaffold_;
   std::vector<Token> question_close_;
   std::vector<Token> ready_tail_;
+  bool tail_decoded_ = false;  // the primary holds the ready tail after the scaffold
   std::deque<TokenizedRecord> records_;
   int n_data_tokens_ = 0;
   int max_data_tokens_ = 0;
   int max_position_ = 0;  // positions stay below this (trained context and per-sequence limit)
-  int projected_cells_ = 0;
+  int max_cells_ = 0;
   std::uint64_t version_ = 0;
   std::uint64_t last_record_seq_ = 0;
   std::uint64_t records_evicted_ = 0;
@@ -228,8 +216,7 @@ class Session {
   bool set_up_ = false;
   bool scaffold_ready_ = false;
   bool append_running_ = false;
-  bool writer_ = false;  // an in-place (shift) append writes the primary
-  int readers_ = 0;      // forks alive
+  bool primary_busy_ = false;
   std::vector<float> ready_logits_;
 };
 

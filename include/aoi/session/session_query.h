@@ -1,7 +1,7 @@
-// One question on a session, on a fork: a scratch sequence aliases the primary up to the scaffold (metadata
-// only in a unified cache), and the question and the answer are decoded there. A naive session's query
-// decodes its whole retained context on the scratch sequence instead (the request-driven baseline). The fork
-// is freed when the query ends or is destroyed (cancellation, shutdown). Inference thread only.
+// One question on a session, in Region 2 of its primary sequence (which it holds until it ends): the question
+// and the answer are decoded after the scaffold and removed afterwards. A naive session's query decodes its
+// whole retained context first (the request-driven baseline). Destroying it unfinished (cancellation,
+// shutdown) also restores the session. Inference thread only.
 #pragma once
 
 #include <chrono>
@@ -30,21 +30,20 @@ class SessionQuery {
   // The answer, once done.
   Answer take_answer();
   Session& session() { return session_; }
-  SeqId seq() const { return scratch_.id(); }
+  SeqId seq() const { return session_.seq(); }
 
  private:
   friend class Session;
-  SessionQuery(Session& session, sched::SeqLease scratch, Pos region2_start, int n_question, std::vector<Token> prompt,
+  SessionQuery(Session& session, Pos region2_start, int n_question, std::vector<Token> prompt,
                engine::GenerationParams params, std::function<void(std::string_view)> on_text);
+  void release();
 
   Session& session_;
-  sched::SeqLease scratch_;
-  sched::CellHold cells_;  // question and answer tokens on the fork (naive: the whole context too)
-  bool forked_;            // counts as a reader of the primary
   Pos region2_start_;
   int n_question_;
   std::uint64_t version_;
   engine::Generation generation_;
+  bool released_ = false;
   std::chrono::steady_clock::time_point t_start_;
 };
 

@@ -1,7 +1,7 @@
 // A stateful session's creation: Region 0 and the scaffold (and ready tail) decoded on the primary sequence,
-// ending with the ready logits. With a donor, Region 0 is aliased from a resident session instead. Two
+// ending with the ready logits. With a donor, Region 0 is copied from a resident session instead. Two
 // sessions created at once with the same system text prefill it once (grouped prefill: one leads, the other
-// aliases its cells). Inference thread only; destroyed unfinished, it clears the primary.
+// copies its cells). Inference thread only; destroyed unfinished, it clears the primary.
 #pragma once
 
 #include <optional>

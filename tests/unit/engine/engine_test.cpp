@@ -169,8 +169,8 @@ TEST(Generation, SharedPassesGiveEachItsOwnAnswer) {
   std::vector<std::unique_ptr<Generation>> gens;
   std::vector<Generation*> raw;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    gens.push_back(
-        std::make_unique<Generation>(*model, static_cast<SeqId>(4 + i), 0, model->tokenize(prompts[i], true, false), gp));
+    gens.push_back(std::make_unique<Generation>(*model, static_cast<SeqId>(4 + i), 0,
+                                                model->tokenize(prompts[i], true, false), gp));
     raw.push_back(gens.back().get());
   }
   ASSERT_TRUE(run_together(*ctx, raw).ok());

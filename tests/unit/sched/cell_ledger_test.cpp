@@ -1,4 +1,4 @@
-// Cells and sequence ids as RAII leases: never lost on an error path, never counted twice.
+// Cells in use and sequence ids, as RAII holds and leases: never lost on an error path, never counted twice.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -9,28 +9,6 @@
 
 namespace aoi::sched {
 namespace {
-
-TEST(CellBudget, AdmitsWhatFitsRefusesWhatNeverCanAndSaysWhy) {
-  CellBudget budget("sessions", 1000);
-  auto a = budget.reserve(600, "session a");
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ(budget.reserved(), 600);
-  auto b = budget.reserve(500, "session b");
-  ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.error().type, ErrorType::kOverloaded);
-  EXPECT_NE(b.error().message.find("session b needs 500"), std::string::npos) << b.error().message;
-  EXPECT_NE(b.error().message.find("400 of the 1000"), std::string::npos) << b.error().message;
-  auto never = budget.reserve(1001, "session c");
-  ASSERT_FALSE(never.ok());
-  EXPECT_EQ(never.error().type, ErrorType::kInvalidValue);
-  {
-    auto moved = std::move(a).value();
-    EXPECT_EQ(budget.reserved(), 600);
-  }  // released with its last owner
-  EXPECT_EQ(budget.reserved(), 0);
-  EXPECT_TRUE(budget.reserve(1000, "session b").ok());
-  EXPECT_EQ(budget.reserved(), 0);  // a temporary: released at once
-}
 
 TEST(CellHold, FollowsItsHolderAndReleasesOnDestruction) {
   CellLedger ledger(4096);
@@ -69,6 +47,15 @@ TEST(SeqIdPool, LeasesComeBackAndAreNeverHandedOutTwice) {
     EXPECT_EQ(pool.busy(), 3);
   }
   EXPECT_EQ(ids, (std::set<engine::SeqId>{10, 11, 12}));
+  // Always the lowest free id: busy ids stay packed.
+  {
+    auto a = pool.take();
+    auto b = pool.take();
+    EXPECT_EQ(a->id(), 10);
+    EXPECT_EQ(b->id(), 11);
+    a->release();
+    EXPECT_EQ(pool.take()->id(), 10);
+  }
   EXPECT_EQ(pool.busy(), 0);
   EXPECT_EQ(pool.free(), 3);
   auto again = pool.take();

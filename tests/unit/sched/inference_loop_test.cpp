@@ -64,7 +64,7 @@ class FakeLane : public Lane {
   Demand poll(Clock::time_point) override {
     if (gate_ && !gate_->load()) return {};
     if (throw_in_poll_) throw std::runtime_error("boom");
-    return {prefill_ == 0 && steps_ > 0 ? 1 : 0, prefill_, started_};
+    return {prefill_ == 0 && steps_ > 0 ? 1 : 0, prefill_};
   }
   bool done() const override { return prefill_ == 0 && steps_ == 0; }
   std::optional<Clock::time_point> deadline() const override { return deadline_; }
@@ -81,7 +81,6 @@ class FakeLane : public Lane {
   void take() override {
     prefill_ -= pending_prefill_;
     pos_ += pending_prefill_;
-    started_ = started_ || pending_prefill_ > 0;
     if (pending_decode_) {
       --steps_;
       ++pos_;
@@ -94,7 +93,7 @@ class FakeLane : public Lane {
     return PrefixCandidate{std::span(*shared_prompt_).first(static_cast<size_t>(pos_)),
                            std::span(*shared_prompt_).subspan(static_cast<size_t>(pos_))};
   }
-  engine::SeqId prefill_seq() const override { return seq_; }
+  engine::SeqId seq() const override { return seq_; }
   void follow(engine::SeqId, int n) override {
     prefill_ -= n;
     pos_ += n;
@@ -106,7 +105,7 @@ class FakeLane : public Lane {
     log_->failed = true;
   }
 
-  std::shared_ptr<std::atomic<bool>> gate_;            // no demand until set
+  std::shared_ptr<std::atomic<bool>> gate_;  // no demand until set
   std::optional<Clock::time_point> deadline_;
   bool throw_in_poll_ = false;
   const std::vector<engine::Token>* shared_prompt_ = nullptr;  // prefill = its size
@@ -117,7 +116,6 @@ class FakeLane : public Lane {
   int prefill_;
   int steps_;
   int pos_ = 0;
-  bool started_ = false;
   int pending_prefill_ = 0;
   bool pending_decode_ = false;
   std::shared_ptr<Log> log_;
@@ -192,7 +190,7 @@ TEST_F(InferenceLoopTest, LanesShareOnePassPerStep) {
   start();
   std::vector<std::shared_ptr<FakeLane::Log>> logs;
   loop_->post([&] {
-    for (engine::SeqId s = 0; s < 4; ++s) {
+    for (engine::SeqId s : {3, 0, 2, 1}) {
       auto log = std::make_shared<FakeLane::Log>();
       logs.push_back(log);
       loop_->add(std::make_unique<FakeLane>(s, Priority::kSession, 3, 5, log));
@@ -206,6 +204,8 @@ TEST_F(InferenceLoopTest, LanesShareOnePassPerStep) {
   // One pass with all four prompts, then five passes of four decode rows: six passes, not 24.
   ASSERT_EQ(forward_.passes.size(), 6u);
   EXPECT_EQ(forward_.passes[0].size(), 12u);
+  // Rows in sequence order, whatever the lanes' order: llama.cpp batches consecutive streams together.
+  for (const auto& pass : forward_.passes) EXPECT_TRUE(std::is_sorted(pass.begin(), pass.end()));
   for (size_t p = 1; p < 6; ++p) EXPECT_EQ(forward_.passes[p].size(), 4u);
   EXPECT_EQ(loop_->passes(), 6u);
   EXPECT_EQ(loop_->stats().tokens, 32u);
@@ -317,7 +317,8 @@ TEST_F(InferenceLoopTest, ShutdownFailsEveryLaneAndCommandOnce) {
   start();
   auto gate = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::shared_ptr<FakeLane::Log>> waiting;
-  for (engine::SeqId s = 0; s < 5; ++s) waiting.push_back(spawn(s, Priority::kStream, 5, 0, [&](FakeLane& l) { l.gate_ = gate; }));
+  for (engine::SeqId s = 0; s < 5; ++s)
+    waiting.push_back(spawn(s, Priority::kStream, 5, 0, [&](FakeLane& l) { l.gate_ = gate; }));
   sync();
   loop_->shutdown();
   for (const auto& log : waiting) {
@@ -327,7 +328,8 @@ TEST_F(InferenceLoopTest, ShutdownFailsEveryLaneAndCommandOnce) {
   }
   // After shutdown, a command fails at once on the posting thread.
   bool failed = false;
-  loop_->post([] { ADD_FAILURE() << "ran after shutdown"; }, [&](const Error& e) { failed = e.type == ErrorType::kNotReady; });
+  loop_->post([] { ADD_FAILURE() << "ran after shutdown"; },
+              [&](const Error& e) { failed = e.type == ErrorType::kNotReady; });
   EXPECT_TRUE(failed);
   loop_->shutdown();  // idempotent
 }

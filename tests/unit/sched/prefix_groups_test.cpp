@@ -21,7 +21,7 @@ TEST(PrefixGroups, IdenticalPromptsFollowTheFirst) {
   const Tokens empty;
   const Tokens a = seq(100, 40);
   Tokens b = a;
-  b[30] = 7;  // diverges after 30 tokens
+  b[30] = 7;                      // diverges after 30 tokens
   const Tokens c = seq(500, 40);  // something else
   const std::vector<PrefixCandidate> cands = {{empty, a}, {empty, c}, {empty, b}, {empty, a}};
   const auto f = group_prefixes(cands);

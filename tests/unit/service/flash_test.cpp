@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "aoi/service/service.h"
+#include "equivalence.h"
 #include "records.h"
 #include "test_models.h"
 
@@ -20,7 +21,6 @@ std::unique_ptr<Service> start() {
   p.model.path = test::model_path("test-micro");
   p.context = {.n_ctx = 16384, .n_batch = 256, .n_ubatch = 256};
   p.max_sessions = 3;
-  p.pool_max_tokens = 1024;
   auto s = Service::start(p);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(s).value() : nullptr;
@@ -105,8 +105,13 @@ TEST(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
       auto plain = svc->query("plain", ask(q));
       ASSERT_TRUE(standard.ok() && plain.ok());
       EXPECT_EQ(standard->path, "standard");
-      EXPECT_EQ(hit->answer.tokens, standard->answer.tokens) << q;
-      EXPECT_EQ(hit->answer.tokens, plain->answer.tokens) << q;
+      // The strict rule: the flash round's batch, the standard query's and the other session's differ in
+      // shape, so their logits differ by noise, but never their choices beyond a measured near-tie.
+      const engine::GenerationResult& flash = hit->answer.details;
+      for (const auto* other : {&standard->answer.details, &plain->answer.details}) {
+        const auto c = test::compare(flash, *other);
+        EXPECT_NE(c.verdict(), test::Verdict::kFailed) << q << ": " << c.describe();
+      }
     }
   }
   // Other questions, and other lengths, go the standard way.

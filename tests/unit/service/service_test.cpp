@@ -24,10 +24,11 @@ std::unique_ptr<Service> start_service(size_t ring_capacity = 4096, int batch_to
   if (path.empty()) return nullptr;
   ServiceParams p;
   p.model.path = path;
-  p.context = {
-      .n_ctx = 16384, .n_batch = static_cast<std::uint32_t>(n_batch), .n_ubatch = static_cast<std::uint32_t>(n_batch)};
+  // Three sessions, two completion slots, a spare: six sequences of 4608 cells.
+  p.context = {.n_ctx = 6 * 4608,
+               .n_batch = static_cast<std::uint32_t>(n_batch),
+               .n_ubatch = static_cast<std::uint32_t>(n_batch)};
   p.max_sessions = 3;
-  p.pool_max_tokens = 1024;
   p.ring_capacity = ring_capacity;
   p.ingest_batch_tokens = batch_tokens;
   auto s = Service::start(p);

@@ -17,7 +17,7 @@ namespace {
 test::Tally stream_and_compare(SessionConfig config, int n_batches, int max_answer_tokens) {
   test::Tally tally;
   engine::Model* model = test::shared_model("test-micro");
-  auto ctx = test::make_context(*model, {.n_ctx = 4096, .n_batch = 128, .n_seq_max = 8});
+  auto ctx = test::make_stream_context(*model, 3, 1536);
   test::SoloSessions sessions(*ctx);
   config.id = "stateful";
   config.mode = SessionMode::kStateful;

@@ -1,5 +1,5 @@
 // What must hold between operations: contiguous positions after eviction, Region 0 untouched, a query that
-// leaves the session exactly as it found it, appends that never disturb a query in flight.
+// leaves the session exactly as it found it, one writer of the primary at a time, rebuilds beside a query.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,7 +18,7 @@ class SessionInvariants : public ::testing::Test {
   void SetUp() override {
     model_ = test::shared_model("test-micro");
     if (model_ == nullptr) GTEST_SKIP() << "test-micro model not available";
-    ctx_ = test::make_context(*model_, {.n_ctx = 4096, .n_batch = 128, .n_seq_max = 12});
+    ctx_ = test::make_stream_context(*model_, 6, 1024);
     sessions_ = std::make_unique<test::SoloSessions>(*ctx_);
   }
 
@@ -42,18 +42,17 @@ class SessionInvariants : public ::testing::Test {
   void expect_contiguous(const Session& s) {
     EXPECT_EQ(ctx_->seq_pos_min(s.seq()), 0);
     EXPECT_EQ(ctx_->seq_pos_max(s.seq()), s.query_pos() + static_cast<int>(s.ready_tail().size()) - 1);
-    // The work sequence holds nothing between appends.
-    if (s.work_seq() >= 0) {
-      EXPECT_EQ(ctx_->seq_pos_max(s.work_seq()), -1);
-    }
+    // The spare holds nothing between appends.
+    EXPECT_EQ(ctx_->seq_pos_max(static_cast<engine::SeqId>(ctx_->n_seq_max()) - 1), -1);
   }
 
-  // Runs an operation's passes until it is done, or `passes` of them.
+  // Runs an operation's passes until it is done, waits for something, or ran `passes` of them.
   template <class Op>
   void step(Op& op, int passes = 1 << 20) {
     engine::Batch batch(static_cast<int>(ctx_->n_batch()));
     for (int i = 0; i < passes && !op.done(); ++i) {
       const sched::Demand d = op.demand();
+      if (d.idle()) return;
       batch.clear();
       op.add_rows(batch, {d.decode_rows > 0, d.prefill_tokens});
       ASSERT_EQ(ctx_->decode(batch), engine::DecodeOutcome::kOk);
@@ -63,7 +62,8 @@ class SessionInvariants : public ::testing::Test {
 
   std::vector<TokenizedRecord> prepare(Session& s, const std::vector<std::string>& lines) {
     std::vector<TokenizedRecord> out;
-    for (size_t i = 0; i < lines.size(); ++i) out.push_back(*s.prepare_record(lines[i], s.last_record_seq() + 1 + i, i));
+    for (size_t i = 0; i < lines.size(); ++i)
+      out.push_back(*s.prepare_record(lines[i], s.last_record_seq() + 1 + i, i));
     return out;
   }
 
@@ -157,44 +157,29 @@ TEST_F(SessionInvariants, StreamedTextMatchesTheAnswer) {
   QueryParams q;
   q.question = "Describe the bars.";
   q.generation.max_tokens = 16;
-  auto query = s->begin_query(q, *sessions_->lease(), [&](std::string_view piece) { streamed += piece; });
+  auto query = s->begin_query(q, [&](std::string_view piece) { streamed += piece; });
   ASSERT_TRUE(query.ok());
   step(**query);
   const Answer a = (*query)->take_answer();
   EXPECT_EQ(streamed, a.text);
 }
 
-TEST_F(SessionInvariants, ManyQueriesOnOneSessionRunAtOnceAndAnswerAsAlone) {
+TEST_F(SessionInvariants, OneWriterOfThePrimaryAtATime) {
   Session* s = make(SessionMode::kStateful, "a");
   ASSERT_NE(s, nullptr);
   ASSERT_TRUE(append(*s, test::ohlcv_lines(6, 3)).ok());
   QueryParams q;
   q.question = "Describe the bars.";
   q.generation.max_tokens = 8;
-  q.generation.keep_first_logits = true;
-  auto alone = ask(*s, q);
-  ASSERT_TRUE(alone.ok());
-  // Three forks of the same version, their rows in the same passes.
-  std::vector<std::unique_ptr<SessionQuery>> forks;
-  for (int i = 0; i < 3; ++i) forks.push_back(std::move(s->begin_query(q, *sessions_->lease())).value());
-  EXPECT_EQ(s->n_forks(), 3);
-  engine::Batch batch(static_cast<int>(ctx_->n_batch()));
-  while (!forks[0]->done()) {
-    batch.clear();
-    for (auto& f : forks) {
-      const sched::Demand d = f->demand();
-      f->add_rows(batch, {d.decode_rows > 0, d.prefill_tokens});
-    }
-    ASSERT_EQ(ctx_->decode(batch), engine::DecodeOutcome::kOk);
-    for (auto& f : forks) f->take();
-  }
-  for (auto& f : forks) {
-    ASSERT_TRUE(f->done());
-    const auto c = test::compare(f->take_answer(), *alone);
-    EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
-  }
-  forks.clear();
-  EXPECT_EQ(s->n_forks(), 0);
+  auto first = s->begin_query(q);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(s->primary_busy());
+  // A second question, or an append in place, waits for the first to end.
+  EXPECT_EQ(s->begin_query(q).error().type, ErrorType::kConflict);
+  EXPECT_EQ(s->begin_append(prepare(*s, test::ohlcv_lines(1, 3, 6))).error().type, ErrorType::kConflict);
+  step(**first);
+  EXPECT_FALSE(s->primary_busy());
+  EXPECT_TRUE(append(*s, test::ohlcv_lines(1, 3, 6)).ok());
   expect_contiguous(*s);
 }
 
@@ -207,19 +192,16 @@ TEST_F(SessionInvariants, AbandonedQueryLeavesNothingBehind) {
   QueryParams q;
   q.question = "Describe the bars.";
   q.generation.max_tokens = 16;
-  engine::SeqId fork = -1;
   {
-    auto query = s->begin_query(q, *sessions_->lease());
+    auto query = s->begin_query(q);
     ASSERT_TRUE(query.ok());
-    fork = (*query)->seq();
     step(**query, 3);
     EXPECT_FALSE((*query)->done());
     EXPECT_GT(sessions_->cells().used(), cells_before);
   }  // dropped unfinished (client went away)
-  EXPECT_EQ(ctx_->seq_pos_max(fork), -1);
   EXPECT_EQ(ctx_->seq_pos_max(s->seq()), max_before);
   EXPECT_EQ(sessions_->cells().used(), cells_before);
-  EXPECT_EQ(s->n_forks(), 0);
+  EXPECT_FALSE(s->primary_busy());
   EXPECT_TRUE(ask(*s, q).ok());
 }
 
@@ -231,7 +213,7 @@ namespace {
 
 class Eviction : public SessionInvariants {};
 
-TEST_F(Eviction, AppendsAndRebuildsRunBesideAQueryThatKeepsItsVersion) {
+TEST_F(Eviction, ARebuildRunsBesideAQueryAndTakesThePrimaryAfterIt) {
   Session* s = make(SessionMode::kStateful, "a", 300);
   Session* n = make(SessionMode::kNaive, "n", 300);
   ASSERT_TRUE(s && n);
@@ -247,28 +229,33 @@ TEST_F(Eviction, AppendsAndRebuildsRunBesideAQueryThatKeepsItsVersion) {
   q.generation.keep_first_logits = true;
   auto recompute_then = ask(*n, q);
   ASSERT_TRUE(recompute_then.ok());
-  auto query = s->begin_query(q, *sessions_->lease());
+  auto query = s->begin_query(q);
   ASSERT_TRUE(query.ok());
   step(**query, 1);
 
-  // New data that overflows the window: the rebuild decodes on the work sequence and swaps at its end, all
-  // while the query runs on its fork of the previous version.
+  // New data that overflows the window: the rebuild decodes on the spare while the query runs on the
+  // primary, then waits for the query to end before it takes the primary.
   const auto extra = test::ohlcv_lines(4, 21, 8);
-  auto append_job = s->begin_append(prepare(*s, extra));
+  auto append_job = sessions_->begin_append(*s, prepare(*s, extra));
   ASSERT_TRUE(append_job.ok()) << append_job.error().message;
+  EXPECT_EQ((*append_job)->kind(), AppendKind::kRebuild);
   step(**append_job);
-  const AppendStats stats = (*append_job)->stats();
-  EXPECT_TRUE(stats.rebuilt);
-  EXPECT_GT(stats.records_evicted, 0);
-  EXPECT_EQ(s->data_version(), version + 1);
-  expect_contiguous(*s);
+  EXPECT_TRUE((*append_job)->waits_for_primary());
+  EXPECT_EQ(s->data_version(), version);
 
   step(**query);
   const Answer answer = (*query)->take_answer();
   EXPECT_EQ(answer.data_version, version);
   const auto then = test::compare(answer, *recompute_then);
-  EXPECT_NE(then.verdict(), test::Verdict::kFailed) << "the fork answered on the old version: " << then.describe();
+  EXPECT_NE(then.verdict(), test::Verdict::kFailed) << "the query answered on the old version: " << then.describe();
   query->reset();
+
+  (*append_job)->finish_rebuild();
+  const AppendStats stats = (*append_job)->stats();
+  EXPECT_TRUE(stats.rebuilt);
+  EXPECT_GT(stats.records_evicted, 0);
+  EXPECT_EQ(s->data_version(), version + 1);
+  expect_contiguous(*s);
 
   ASSERT_TRUE(append(*n, extra).ok());
   EXPECT_EQ(s->context_tokens(), n->context_tokens());
@@ -300,10 +287,9 @@ TEST_F(Eviction, LowWaterMarkLeavesRoomForMoreData) {
   EXPECT_LT(rebuilds, 15);
 }
 
-TEST_F(Eviction, ShiftPolicyKeepsPositionsContiguousAndWaitsForForks) {
+TEST_F(Eviction, ShiftPolicyKeepsPositionsContiguous) {
   Session* s = make(SessionMode::kStateful, "shift", 300, EvictionPolicy::kShift);
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(s->work_seq(), -1);
   int bar = 0;
   std::uint64_t version = s->data_version();
   for (int i = 0; i < 20; ++i) {
@@ -323,26 +309,15 @@ TEST_F(Eviction, ShiftPolicyKeepsPositionsContiguousAndWaitsForForks) {
   QueryParams q;
   q.question = "Trend?";
   q.generation.max_tokens = 4;
-  // Shifting moves cells that forks share: while a fork lives, the append waits.
-  auto query = s->begin_query(q, *sessions_->lease());
-  ASSERT_TRUE(query.ok());
-  EXPECT_FALSE(s->can_begin_append());
-  EXPECT_EQ(s->begin_append(prepare(*s, test::ohlcv_lines(1, 6, bar))).error().type, ErrorType::kConflict);
-  step(**query);
-  query->reset();
-  EXPECT_TRUE(s->can_begin_append());
   EXPECT_TRUE(ask(*s, q).ok());
   expect_contiguous(*s);
 }
 
-TEST_F(Eviction, SessionsWithTheSameSystemTextShareRegion0) {
+TEST_F(Eviction, ASessionWithTheSameSystemTextCopiesRegion0) {
   Session* a = make(SessionMode::kStateful, "a");
-  const int cells_after_one = sessions_->cells().used();
-  Session* b = make(SessionMode::kStateful, "b");
+  Session* b = make(SessionMode::kStateful, "b");  // Region 0 copied from a, its scaffold decoded
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(a->shared_region0(), b->shared_region0());
-  // b's Region 0 cells are a's: only its scaffold is new.
-  EXPECT_EQ(sessions_->cells().used() - cells_after_one, b->n_after_data());
+  expect_contiguous(*b);
   const auto lines = test::ohlcv_lines(6, 8);
   ASSERT_TRUE(append(*a, lines).ok());
   ASSERT_TRUE(append(*b, lines).ok());

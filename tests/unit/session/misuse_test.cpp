@@ -14,7 +14,7 @@ class SessionMisuse : public ::testing::Test {
   void SetUp() override {
     model_ = test::shared_model("test-micro");
     if (model_ == nullptr) GTEST_SKIP() << "test-micro model not available";
-    ctx_ = test::make_context(*model_, {.n_ctx = 2048, .n_batch = 128, .n_seq_max = 8});
+    ctx_ = test::make_stream_context(*model_, 6, 512);
     sessions_ = std::make_unique<test::SoloSessions>(*ctx_);
     auto s = sessions_->create(config());
     ASSERT_TRUE(s.ok()) << s.error().message;
@@ -139,10 +139,10 @@ TEST_F(SessionMisuse, RetentionIsHonouredAsAsked) {
   c.id = "tokens";
   c.mode = SessionMode::kStateful;
   c.retention = {};
-  c.retention.max_tokens = 777;
+  c.retention.max_tokens = 300;
   auto tokens = sessions_->create(c);
   ASSERT_TRUE(tokens.ok());
-  EXPECT_EQ((*tokens)->max_data_tokens(), 777);
+  EXPECT_EQ((*tokens)->max_data_tokens(), 300);
 }
 
 }  // namespace

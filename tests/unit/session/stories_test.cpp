@@ -29,7 +29,7 @@ class Stories : public ::testing::Test {
   void SetUp() override {
     model_ = test::shared_model("stories260K");
     if (model_ == nullptr) GTEST_SKIP() << "stories260K model not available (shared/models missing?)";
-    ctx_ = test::make_context(*model_, {.n_ctx = 1024, .n_batch = 64, .n_seq_max = 8});
+    ctx_ = test::make_stream_context(*model_, 3, 256, 64);
     sessions_ = std::make_unique<test::SoloSessions>(*ctx_);
   }
 

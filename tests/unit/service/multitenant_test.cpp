@@ -1,0 +1,328 @@
+// Many sessions on one model, their work in shared forward passes: answers equal those of the same work run
+// alone (the strict rule of tests/support/equivalence.h), passes are shared, nobody starves, admission
+// honours or refuses, and identical prefixes are prefilled once.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "aoi/service/service.h"
+#include "equivalence.h"
+#include "records.h"
+#include "test_models.h"
+
+namespace aoi::service {
+namespace {
+
+using namespace std::chrono_literals;
+
+// n_ctx: cells in all, split between max_sessions + 2 completion slots + the spares.
+std::unique_ptr<Service> start(int n_ctx = 20480, int n_batch = 256, int max_sessions = 6) {
+  ServiceParams p;
+  p.model.path = test::model_path("test-micro");
+  p.context = {.n_ctx = static_cast<std::uint32_t>(n_ctx),
+               .n_batch = static_cast<std::uint32_t>(n_batch),
+               .n_ubatch = static_cast<std::uint32_t>(n_batch)};
+  p.max_sessions = max_sessions;
+  auto s = Service::start(p);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+session::SessionConfig config(const std::string& id, int max_tokens = 1200) {
+  session::SessionConfig c;
+  c.id = id;
+  c.system = "You read hourly bars and answer briefly.";
+  c.retention.max_tokens = max_tokens;
+  c.query_budget = 64;
+  return c;
+}
+
+QueryRequest ask(const std::string& question, int max_tokens = 8) {
+  QueryRequest r;
+  r.question = question;
+  r.generation.max_tokens = max_tokens;
+  r.generation.keep_first_logits = true;
+  r.generation.stop = {"\x01"};  // never occurs: keeps every question on the standard path
+  return r;
+}
+
+bool wait_ingested(Service& s, const std::string& id, std::uint64_t seq, std::chrono::seconds limit = 120s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    auto snap = s.session(id);
+    if (snap.ok() && snap->last_seq_ingested >= seq) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+// Asks each (session, request) at once and waits for all answers.
+std::vector<Result<QueryOutcome>> ask_at_once(Service& svc,
+                                              const std::vector<std::pair<std::string, QueryRequest>>& qs) {
+  std::vector<std::promise<Result<QueryOutcome>>> promises(qs.size());
+  for (size_t i = 0; i < qs.size(); ++i) {
+    svc.query(qs[i].first, qs[i].second, {}, [&, i](Result<QueryOutcome> r) { promises[i].set_value(std::move(r)); });
+  }
+  std::vector<Result<QueryOutcome>> out;
+  for (auto& p : promises) out.push_back(p.get_future().get());
+  return out;
+}
+
+#define AOI_SERVICE(var, ...)                                                                   \
+  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available"; \
+  auto var = start(__VA_ARGS__);                                                                \
+  ASSERT_TRUE(var) << "the service did not start"
+
+TEST(MultiTenant, QuestionsToManySessionsAtOnceAnswerAsAloneInSharedPasses) {
+  AOI_SERVICE(svc);
+  const std::vector<std::string> ids = {"a", "b", "c", "d", "e"};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(svc->create_session(config(ids[i])).ok());
+    // Different data, different lengths: different depths and prompts in one pass.
+    const auto pushed = svc->push_text(ids[i], test::ohlcv_lines(4 + 3 * static_cast<int>(i), 40 + i));
+    ASSERT_TRUE(pushed.ok());
+    ASSERT_TRUE(wait_ingested(*svc, ids[i], pushed->last_seq));
+  }
+  const std::vector<std::string> questions = {"What was the last close?", "Is the trend UP or DOWN?"};
+  test::Tally tally;
+  for (const auto& question : questions) {
+    std::vector<Result<QueryOutcome>> alone;
+    std::uint64_t passes_alone = 0;
+    for (const auto& id : ids) {
+      const std::uint64_t before = svc->passes();
+      alone.push_back(svc->query(id, ask(question)));
+      passes_alone += svc->passes() - before;
+    }
+    std::vector<std::pair<std::string, QueryRequest>> all;
+    for (const auto& id : ids) all.emplace_back(id, ask(question));
+    const std::uint64_t before = svc->passes();
+    const auto together = ask_at_once(*svc, all);
+    const std::uint64_t passes_together = svc->passes() - before;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_TRUE(alone[i].ok() && together[i].ok());
+      EXPECT_EQ(alone[i]->answer.data_version, together[i]->answer.data_version);
+      const auto c = test::compare(together[i]->answer, alone[i]->answer);
+      tally.add(c);
+      EXPECT_NE(c.verdict(), test::Verdict::kFailed) << ids[i] << " '" << question << "': " << c.describe();
+    }
+    // One pass carried every question and every answer step: far fewer passes than one after another.
+    EXPECT_LE(passes_together * 2, passes_alone) << passes_together << " passes at once, " << passes_alone << " alone";
+  }
+  std::cout << "shared passes vs alone: " << tally.describe() << "\n";
+  EXPECT_EQ(tally.failed, 0);
+  EXPECT_LE(tally.excused, 1);
+}
+
+TEST(MultiTenant, FlashRoundsOfSeveralSessionsSharePassesAndAnswerAsAlone) {
+  AOI_SERVICE(svc);
+  const std::vector<std::string> ids = {"f1", "f2", "f3"};
+  const std::vector<std::string> questions = {"Is the trend UP or DOWN?", "What was the last close?"};
+  std::mutex mu;
+  std::map<std::string, std::map<std::string, FlashAnswer>> answers;  // session -> question -> newest answer
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(svc->create_session(config(ids[i])).ok());
+    const auto pushed = svc->push_text(ids[i], test::ohlcv_lines(5 + 2 * static_cast<int>(i), 70 + i));
+    ASSERT_TRUE(wait_ingested(*svc, ids[i], pushed->last_seq));
+  }
+  for (const auto& id : ids) {
+    for (const auto& q : questions) ASSERT_TRUE(svc->add_flash(id, q, 6).ok());
+  }
+  // New data for all three at once: their rounds run in the same passes.
+  std::vector<std::uint64_t> versions;
+  const std::uint64_t before = svc->passes();
+  for (size_t i = 0; i < ids.size(); ++i) ASSERT_TRUE(svc->push_text(ids[i], test::ohlcv_lines(2, 90 + i)).ok());
+  for (const auto& id : ids) {
+    ASSERT_TRUE(wait_ingested(*svc, id, svc->handle(id)->last_seq_pushed()));
+    versions.push_back(svc->session(id)->data_version);
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (const auto& q : questions) {
+      for (int t = 0; t < 12000 && !svc->handle(ids[i])->flash().lookup(q, versions[i], 6); ++t) {
+        std::this_thread::sleep_for(5ms);
+      }
+    }
+  }
+  const std::uint64_t passes_together = svc->passes() - before;
+  // Each flash answer equals the same question asked alone on its session (the standard path, alone).
+  test::Tally tally;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (const auto& q : questions) {
+      auto hit = svc->handle(ids[i])->flash().lookup(q, versions[i], 6);
+      ASSERT_TRUE(hit) << ids[i] << ": no flash answer for version " << versions[i];
+      auto standard = svc->query(ids[i], ask(q, 6));
+      ASSERT_TRUE(standard.ok());
+      engine::GenerationResult flash;
+      flash.tokens = hit->answer.tokens;
+      flash.top = hit->answer.top;
+      engine::GenerationResult alone = standard->answer.details;
+      alone.first_logits.clear();  // flash answers keep no first-token logits: compare the top-1 logits only
+      const auto c = test::compare(flash, alone);
+      tally.add(c);
+      EXPECT_NE(c.verdict(), test::Verdict::kFailed) << ids[i] << " '" << q << "': " << c.describe();
+    }
+  }
+  std::cout << "flash rounds together vs alone: " << tally.describe() << ", " << passes_together << " passes\n";
+  EXPECT_EQ(tally.failed, 0);
+  EXPECT_LE(tally.excused, 1);
+  // Three appends and three rounds of two questions (a pass each, and up to 5 more for a 6-token answer): one
+  // after another that is up to 3 * (1 + 2 * 6) = 39 passes; sharing passes, about a third of it.
+  EXPECT_LT(passes_together, 26u);
+}
+
+TEST(MultiTenant, ManySessionsIngestTogetherAndNoneStarvesBesideQuestions) {
+  AOI_SERVICE(svc, 10 * 3584, 128, 7);
+  const int n = 6;
+  std::mutex mu;
+  std::map<std::string, std::vector<std::uint64_t>> version_passes;  // session -> the pass count at each version
+  for (int i = 0; i < n; ++i) {
+    const std::string id = "s" + std::to_string(i);
+    ASSERT_TRUE(svc->create_session(config(id, 3000)).ok());
+    svc->handle(id)->events().subscribe([&, id](const Event& e) {
+      if (e.type != "data_updated") return;
+      std::lock_guard lock(mu);
+      version_passes[id].push_back(svc->passes());
+    });
+  }
+  ASSERT_TRUE(svc->create_session(config("asker", 3000)).ok());
+  ASSERT_TRUE(svc->push_text("asker", test::ohlcv_lines(3, 5)).ok());
+  // A backlog for every session at once (many passes each), and questions all along.
+  std::vector<std::uint64_t> last(n);
+  const std::uint64_t before = svc->passes();
+  for (int i = 0; i < n; ++i) {
+    last[static_cast<size_t>(i)] = svc->push_text("s" + std::to_string(i), test::ohlcv_lines(40, 100 + i))->last_seq;
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> answered{0};
+  std::thread asker([&] {
+    while (!stop.load()) {
+      if (svc->query("asker", ask("Trend?", 4)).ok()) answered++;
+    }
+  });
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(wait_ingested(*svc, "s" + std::to_string(i), last[static_cast<size_t>(i)]));
+  const std::uint64_t passes = svc->passes() - before;
+  stop = true;
+  asker.join();
+  EXPECT_GT(answered.load(), 3) << "questions kept being answered";
+  std::lock_guard lock(mu);
+  int appends = 0;
+  for (auto& [id, at] : version_passes) {
+    appends += static_cast<int>(at.size());
+    // Each session moved on every few passes, questions or not: aging bounds the wait.
+    std::uint64_t prev = before;
+    for (std::uint64_t p : at) {
+      EXPECT_LE(p - prev, 48u) << id << " waited " << (p - prev) << " passes for a version";
+      prev = p;
+    }
+  }
+  // Ingestion shared passes: fewer passes than appends plus the questions' own.
+  EXPECT_LT(passes, static_cast<std::uint64_t>(appends) + static_cast<std::uint64_t>(answered.load()) * 5);
+}
+
+TEST(Admission, RetentionIsHonouredOrRefusedNeverShrunk) {
+  // Six sessions, two completion slots, a spare: nine sequences of 2048 cells.
+  AOI_SERVICE(svc, 9 * 2048, 256, 6);
+  const ServiceStats st = svc->stats();
+  ASSERT_EQ(st.kv_cells_per_seq, 2048);
+  // No limit: the window is all the sequence holds beside the system text, scaffold and query budget.
+  auto plain = config("default");
+  plain.retention = {};
+  auto d = svc->create_session(plain);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->max_data_tokens, 2048 - d->region0_tokens - d->scaffold_tokens - 64);
+  // A record limit keeps that many records: nothing is evicted before it, whatever the records' size.
+  auto records = config("records");
+  records.retention = {};
+  records.retention.max_records = 40;
+  auto r = svc->create_session(records);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  records.id = "records-naive";
+  records.mode = session::SessionMode::kNaive;
+  auto rn = svc->create_session(records);
+  ASSERT_TRUE(rn.ok()) << rn.error().message;
+  EXPECT_EQ(r->max_data_tokens, rn->max_data_tokens) << "naive and stateful sessions hold different windows";
+  const auto pushed = svc->push_text("records", test::ohlcv_lines(40, 3));
+  ASSERT_TRUE(wait_ingested(*svc, "records", pushed->last_seq));
+  EXPECT_EQ(svc->session("records")->records, 40);
+  EXPECT_EQ(svc->session("records")->records_evicted, 0u);
+  // A window its sequence cannot hold: refused, naming the field, saying why and what to do.
+  auto huge = config("huge", 4000);
+  auto refused = svc->create_session(huge);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().type, ErrorType::kInvalidValue);
+  EXPECT_EQ(refused.error().field, "retention.max_tokens");
+  EXPECT_NE(refused.error().message.find("--ctx-size"), std::string::npos) << refused.error().message;
+  // Every sequence taken: 429, and a session fits again once one goes.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(svc->create_session(config("more" + std::to_string(i), 1000)).ok());
+  auto busy = svc->create_session(config("later", 1000));
+  ASSERT_FALSE(busy.ok());
+  EXPECT_EQ(busy.error().type, ErrorType::kOverloaded);
+  ASSERT_TRUE(svc->delete_session("more0").ok());
+  EXPECT_TRUE(svc->create_session(config("later", 1000)).ok());
+}
+
+TEST(GroupedPrefill, IdenticalCompletionsPrefillTheirPromptOnce) {
+  AOI_SERVICE(svc);
+  GenerateRequest r;
+  std::string system = "You are a careful assistant. ";
+  for (int i = 0; i < 12; ++i) system += "Rule " + std::to_string(i) + ": answer in few words. ";
+  r.messages = {{"system", system}, {"user", "Say something about the weather."}};
+  r.generation.max_tokens = 6;
+  r.generation.keep_first_logits = true;
+  auto alone = svc->generate(r);
+  ASSERT_TRUE(alone.ok()) << alone.error().message;
+  const std::uint64_t grouped_before = svc->stats().loop.grouped_tokens;
+  // Two at once (the pool's two slots), submitted while the loop is held so both start in the same pass: one
+  // prefills, the other aliases its cells.
+  std::promise<Result<GenerateOutcome>> p0, p1;
+  svc->run_on_inference_thread([&] {
+    svc->generate(r, {}, [&](Result<GenerateOutcome> out) { p0.set_value(std::move(out)); });
+    svc->generate(r, {}, [&](Result<GenerateOutcome> out) { p1.set_value(std::move(out)); });
+  });
+  for (auto* p : {&p0, &p1}) {
+    auto out = p->get_future().get();
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const auto c = test::compare(out->result, alone->result);
+    EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
+  }
+  const std::uint64_t prompt = static_cast<std::uint64_t>(alone->result.n_prompt);
+  EXPECT_EQ(svc->stats().loop.grouped_tokens - grouped_before, prompt - 1)
+      << "the follower should alias all of the prompt but its last token";
+}
+
+TEST(GroupedPrefill, ASessionWithTheSameSystemTextCopiesRegion0) {
+  AOI_SERVICE(svc);
+  // Rows decoded so far (after the pass that answered the last call has been counted).
+  auto tokens = [&] {
+    svc->run_on_inference_thread([] {});
+    return svc->stats().loop.tokens;
+  };
+  const std::uint64_t before_first = tokens();
+  ASSERT_TRUE(svc->create_session(config("first")).ok());
+  const std::uint64_t first = tokens() - before_first;
+  ASSERT_TRUE(svc->create_session(config("second")).ok());
+  const std::uint64_t second = tokens() - before_first - first;
+  const auto snap = svc->session("second");
+  EXPECT_EQ(first, static_cast<std::uint64_t>(snap->region0_tokens + snap->scaffold_tokens));
+  EXPECT_EQ(second, static_cast<std::uint64_t>(snap->scaffold_tokens)) << "Region 0 should be copied, not decoded";
+  // The same data: the same answers, Region 0 copied or decoded; and after the first goes.
+  for (const std::string id : {"first", "second"}) {
+    ASSERT_TRUE(wait_ingested(*svc, id, svc->push_text(id, test::ohlcv_lines(5, 9))->last_seq));
+  }
+  auto a = svc->query("first", ask("What was the last close?"));
+  auto b = svc->query("second", ask("What was the last close?"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  const auto c = test::compare(b->answer, a->answer);
+  EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
+  ASSERT_TRUE(svc->delete_session("first").ok());
+  auto again = svc->query("second", ask("What was the last close?"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->answer.tokens, b->answer.tokens);
+}
+
+}  // namespace
+}  // namespace aoi::service
