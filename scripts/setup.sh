@@ -12,7 +12,7 @@ packages=(
   build-essential cmake git ca-certificates pkg-config
   libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  gnuplot-nox curl prometheus ccache
+  gnuplot-nox curl prometheus ccache python3
 )
 
 missing_packages() {

@@ -1,0 +1,358 @@
+// The multi-tenant benchmark (paper §3.7): N sessions on one aoi server, their work in shared forward passes,
+// against the same questions asked one after another, against the session alone, and against llama-server
+// with -np N serving the same N streams request-driven (prompt cache on). One N per run;
+// bench/multitenant/run.sh runs N = 1, 2, 4, 8, 16 and bench/multitenant/report.py makes the table.
+//
+// Phases (each system timed alone, the other idle; every measurement warmed up):
+//   ingest    every session is sent --tokens of bars at once: aggregate ingestion tokens/s
+//   idle      session 0's question (p50/p99) beside N-1 idle neighbours holding --tokens each
+//   batch     N questions (--answer-tokens each) at once, against the same questions one after another
+//   flash     one flash question per session: a bar pushed to every session at once until every session's
+//             round is done, against one session after another
+//   llama     --iterations rounds: --bars-per-iteration new bars for every stream, then the N questions at
+//             once, to aoi (after ingestion, as the paper measures) and to llama-server (the exact prompt
+//             tokens of each session, cache_prompt on)
+//   loaded    session 0's question (p50/p99) while the N-1 neighbours ingest a long backlog; how often
+//             each neighbour moved on; the longest recent pass (what a question may wait for)
+// Writes results.json into --out; prints a summary. Prints; never asserts.
+#include <CLI/CLI.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+#include "aoi/workload/ohlcv.h"
+#include "aoi/workload/questions.h"
+#include "http_client.h"
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "aoi-bench-multitenant: %s\n", message.c_str());
+  std::exit(1);
+}
+
+double since_ms(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double rank = p * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(rank));
+  const auto hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+}
+double median(const std::vector<double>& v) { return percentile(v, 0.5); }
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// One server: a client per thread that talks to it.
+class Server {
+ public:
+  explicit Server(std::string url) : url_(std::move(url)) {
+    auto parsed = aoi::cli::parse_url(url_);
+    if (!parsed) die(parsed.error().message);
+    parsed_ = *parsed;
+  }
+  json call(const std::string& method, const std::string& target, const json& body = nullptr,
+            const std::string& content_type = "application/json", const std::string& raw = {}) const {
+    thread_local std::map<std::string, std::unique_ptr<aoi::cli::HttpClient>> clients;
+    auto& client = clients[url_];
+    if (!client) client = std::make_unique<aoi::cli::HttpClient>(parsed_, "");
+    aoi::cli::HttpRequest req{method, target, raw, raw.empty() ? "" : content_type, {}};
+    if (!body.is_null()) {
+      req.body = body.dump();
+      req.content_type = "application/json";
+    }
+    auto res = client->send(req);
+    if (!res) die(url_ + ": " + res.error().message);
+    if (!res->ok()) die(method + " " + url_ + target + ": " + aoi::cli::describe_error(*res));
+    if (res->content_type.find("json") == std::string::npos) return json(res->body);
+    return res->body.empty() ? json() : json::parse(res->body);
+  }
+  // One Prometheus sample (the first whose name and labels start with `series`), or 0.
+  double metric(const std::string& series) const {
+    const std::string text = call("GET", "/metrics").get<std::string>();
+    size_t at = 0;
+    while ((at = text.find(series, at)) != std::string::npos) {
+      if (at == 0 || text[at - 1] == '\n') {
+        const size_t space = text.find(' ', at + series.size());
+        return std::atof(text.c_str() + space + 1);
+      }
+      at += series.size();
+    }
+    return 0;
+  }
+  const std::string& url() const { return url_; }
+
+ private:
+  std::string url_;
+  aoi::cli::Url parsed_;
+};
+
+// Runs fn(i) for i in [0, n) on n threads at once; returns each call's wall time in ms.
+std::vector<double> at_once(int n, const std::function<void(int)>& fn) {
+  std::vector<double> ms(static_cast<size_t>(n));
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      const auto t0 = Clock::now();
+      fn(i);
+      ms[static_cast<size_t>(i)] = since_ms(t0);
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  return ms;
+}
+
+struct Stream {
+  std::string id;
+  aoi::workload::OhlcvGenerator gen;
+  std::uint64_t last_seq = 0;
+};
+
+std::string bars_text(Stream& s, int n) {
+  std::string lines;
+  for (int i = 0; i < n; ++i) lines += aoi::workload::format_bar(s.gen.next()) + "\n";
+  return lines;
+}
+
+void push(const Server& aoi, Stream& s, int n) {
+  const json r = aoi.call("POST", "/v1/sessions/" + s.id + "/data", nullptr, "text/plain", bars_text(s, n));
+  s.last_seq = r["last_seq"].get<std::uint64_t>();
+}
+
+void wait_ingested(const Server& aoi, const std::vector<Stream>& streams) {
+  for (const auto& s : streams) {
+    while (aoi.call("GET", "/v1/sessions/" + s.id)["last_seq_ingested"].get<std::uint64_t>() < s.last_seq) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"aoi multi-tenant benchmark: one N, aoi's shared passes against in a row, alone and llama-server"};
+  std::string aoi_url, llama_url, out_dir = "bench-out/multitenant";
+  int n = 4, tokens = 8192, answer_tokens = 24, questions = 12, iterations = 3, per_iteration = 5, backlog = 100;
+  app.add_option("--aoi", aoi_url, "aoi server")->required();
+  app.add_option("--llama", llama_url, "llama-server with -np N (empty: skip that phase)");
+  app.add_option("--sessions", n, "N: sessions (streams)")->check(CLI::Range(1, 64));
+  app.add_option("--tokens", tokens, "tokens of bars each session holds before the questions");
+  app.add_option("--answer-tokens", answer_tokens, "answer tokens per question");
+  app.add_option("--questions", questions, "questions per latency measurement");
+  app.add_option("--iterations", iterations, "rounds against llama-server");
+  app.add_option("--bars-per-iteration", per_iteration);
+  app.add_option("--backlog", backlog, "bars pushed to each neighbour for the loaded phase");
+  app.add_option("--out", out_dir);
+  CLI11_PARSE(app, argc, argv);
+  std::filesystem::create_directories(out_dir);
+
+  const Server aoi(aoi_url);
+  const std::string question = "Is the trend UP or DOWN? Answer with one word.";
+  // A stop string that never occurs keeps every question on the standard path (no flash, no speculation).
+  const json ask_body = {{"question", question}, {"max_tokens", answer_tokens}, {"stop", {"\x01"}}};
+  const int tokens_per_bar = 35;  // ~ with Llama 3's tokenizer; the exact count comes from the sessions
+  std::vector<Stream> streams;
+  for (int i = 0; i < n; ++i) {
+    streams.push_back(
+        {"mt" + std::to_string(i), aoi::workload::OhlcvGenerator({.seed = 100u + static_cast<unsigned>(i)})});
+    (void)aoi.call("GET", "/health");
+    json body = {{"id", streams.back().id}, {"system", aoi::workload::instructions()}, {"query_budget", 128}};
+    body["retention"] = {
+        {"max_tokens", tokens + (backlog + (iterations + 4) * per_iteration + 8) * tokens_per_bar * 2}};
+    aoi.call("POST", "/v1/sessions", body);
+  }
+  json result = {{"sessions", n}, {"tokens", tokens}, {"answer_tokens", answer_tokens}};
+  auto ask = [&](int i) {
+    return aoi.call("POST", "/v1/sessions/" + streams[static_cast<size_t>(i)].id + "/query", ask_body);
+  };
+
+  // ---- ingest: every session sent its bars at once
+  {
+    const int bars = tokens / tokens_per_bar;
+    const auto t0 = Clock::now();
+    at_once(n, [&](int i) { push(aoi, streams[static_cast<size_t>(i)], bars); });
+    wait_ingested(aoi, streams);
+    const double secs = since_ms(t0) / 1000;
+    long ingested = 0;
+    for (const auto& s : streams) ingested += aoi.call("GET", "/v1/sessions/" + s.id)["tokens_ingested"].get<long>();
+    result["ingest"] = {
+        {"tokens", ingested}, {"seconds", secs}, {"tokens_per_s", static_cast<double>(ingested) / secs}};
+    std::printf("N=%d ingest: %ld tokens in %.1f s, %.0f tokens/s\n", n, ingested, secs, ingested / secs);
+  }
+
+  // ---- idle: session 0 beside idle neighbours
+  {
+    ask(0);  // warm-up
+    std::vector<double> ms;
+    for (int q = 0; q < questions; ++q) {
+      const auto t0 = Clock::now();
+      ask(0);
+      ms.push_back(since_ms(t0));
+    }
+    result["idle"] = {{"p50_ms", median(ms)}, {"p99_ms", percentile(ms, 0.99)}, {"ms", ms}};
+    std::printf("N=%d idle question: p50 %.0f ms, p99 %.0f ms\n", n, median(ms), percentile(ms, 0.99));
+  }
+
+  // ---- batch: N questions at once against one after another
+  {
+    std::vector<double> together, in_a_row;
+    at_once(n, ask);  // warm-up
+    for (int r = 0; r < 3; ++r) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < n; ++i) ask(i);
+      in_a_row.push_back(since_ms(t0));
+      t0 = Clock::now();
+      at_once(n, ask);
+      together.push_back(since_ms(t0));
+    }
+    result["batch"] = {{"at_once_ms", median(together)},
+                       {"in_a_row_ms", median(in_a_row)},
+                       {"speedup", median(in_a_row) / median(together)}};
+    std::printf("N=%d %d questions: at once %.0f ms, in a row %.0f ms (%.2fx)\n", n, n, median(together),
+                median(in_a_row), median(in_a_row) / median(together));
+  }
+
+  // ---- flash: rounds of all sessions together against one after another
+  {
+    for (auto& s : streams)
+      aoi.call("POST", "/v1/sessions/" + s.id + "/flash", {{"question", question}, {"max_tokens", 4}});
+    auto round_done = [&](const Stream& s) {
+      const json st = aoi.call("GET", "/v1/sessions/" + s.id);
+      const json list = aoi.call("GET", "/v1/sessions/" + s.id + "/flash")["flash"];
+      return st["last_seq_ingested"].get<std::uint64_t>() >= s.last_seq && !list.empty() &&
+             !list[0]["version"].is_null() && list[0]["version"] == st["data_version"];
+    };
+    auto wait_round = [&](const Stream& s) {
+      while (!round_done(s)) std::this_thread::sleep_for(5ms);
+    };
+    for (auto& s : streams) wait_round(s);  // the first rounds (registration)
+    std::vector<double> together, separately;
+    for (int r = 0; r < 4; ++r) {
+      auto t0 = Clock::now();
+      at_once(n, [&](int i) { push(aoi, streams[static_cast<size_t>(i)], 1); });
+      for (auto& s : streams) wait_round(s);
+      if (r > 0) together.push_back(since_ms(t0));
+      double sum = 0;
+      for (auto& s : streams) {
+        t0 = Clock::now();
+        push(aoi, s, 1);
+        wait_round(s);
+        sum += since_ms(t0);
+      }
+      if (r > 0) separately.push_back(sum);
+    }
+    for (auto& s : streams) {
+      const json list = aoi.call("GET", "/v1/sessions/" + s.id + "/flash")["flash"];
+      for (const auto& f : list) aoi.call("DELETE", "/v1/sessions/" + s.id + "/flash/" + f["fid"].get<std::string>());
+    }
+    result["flash"] = {{"together_ms", median(together)},
+                       {"separately_ms", median(separately)},
+                       {"speedup", median(separately) / median(together)}};
+    std::printf("N=%d flash rounds: together %.0f ms, one after another %.0f ms (%.2fx)\n", n, median(together),
+                median(separately), median(separately) / median(together));
+  }
+
+  // ---- llama: the same N streams, request-driven, against aoi
+  if (!llama_url.empty()) {
+    const Server llama(llama_url);
+    auto prompt_of = [&](int i) {
+      const json p = aoi.call("GET", "/v1/sessions/" + streams[static_cast<size_t>(i)].id +
+                                         "/context?question=" + aoi::cli::url_encode_segment(question));
+      std::vector<int> t = p["tokens"].get<std::vector<int>>();
+      const auto q = p["question_tokens"].get<std::vector<int>>();
+      t.insert(t.end(), q.begin(), q.end());
+      return t;
+    };
+    auto ask_llama = [&](const std::vector<int>& prompt) {
+      llama.call("POST", "/completion",
+                 {{"prompt", prompt},
+                  {"n_predict", answer_tokens},
+                  {"temperature", 0},
+                  {"top_k", 1},
+                  {"cache_prompt", true},
+                  {"stream", false}});
+    };
+    // Warm-up: llama-server's slots take each stream's whole context once (what a client that has been
+    // asking all along would have cached), aoi answers once.
+    std::vector<std::vector<int>> prompts(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) prompts[static_cast<size_t>(i)] = prompt_of(i);
+    at_once(n, [&](int i) { ask_llama(prompts[static_cast<size_t>(i)]); });
+    at_once(n, ask);
+    std::vector<double> aoi_ms, llama_ms;
+    for (int it = 0; it < iterations; ++it) {
+      for (auto& s : streams) push(aoi, s, per_iteration);
+      wait_ingested(aoi, streams);
+      for (double ms : at_once(n, ask)) aoi_ms.push_back(ms);
+      for (int i = 0; i < n; ++i) prompts[static_cast<size_t>(i)] = prompt_of(i);
+      for (double ms : at_once(n, [&](int i) { ask_llama(prompts[static_cast<size_t>(i)]); })) llama_ms.push_back(ms);
+    }
+    result["llama"] = {{"aoi_mean_ms", mean(aoi_ms)},
+                       {"llama_mean_ms", mean(llama_ms)},
+                       {"aoi_p50_ms", median(aoi_ms)},
+                       {"llama_p50_ms", median(llama_ms)},
+                       {"speedup", mean(llama_ms) / mean(aoi_ms)},
+                       {"context_tokens", prompts[0].size()}};
+    std::printf("N=%d against llama-server -np %d: aoi mean %.0f ms, llama-server mean %.0f ms (%.1fx)\n", n, n,
+                mean(aoi_ms), mean(llama_ms), mean(llama_ms) / mean(aoi_ms));
+  }
+
+  // ---- loaded: session 0's question while the neighbours ingest a backlog
+  {
+    std::vector<std::uint64_t> versions_before;
+    for (const auto& s : streams) versions_before.push_back(aoi.call("GET", "/v1/sessions/" + s.id)["data_version"]);
+    const double passes_before = aoi.metric("aoi_inference_passes_total");
+    if (n > 1) at_once(n - 1, [&](int i) { push(aoi, streams[static_cast<size_t>(i + 1)], backlog); });
+    std::vector<double> ms;
+    double longest_pass_ms = 0;
+    for (int q = 0; q < questions; ++q) {
+      const auto t0 = Clock::now();
+      ask(0);
+      ms.push_back(since_ms(t0));
+      longest_pass_ms = std::max(longest_pass_ms, 1000 * aoi.metric("aoi_pass_seconds{stat=\"max_recent\"}"));
+    }
+    const double passes = aoi.metric("aoi_inference_passes_total") - passes_before;
+    // Every neighbour moved on: versions gained while the questions ran, and passes per version.
+    std::uint64_t least = UINT64_MAX;
+    bool backlog_left = false;
+    for (int i = 1; i < n; ++i) {
+      const json st = aoi.call("GET", "/v1/sessions/" + streams[static_cast<size_t>(i)].id);
+      least = std::min(least, st["data_version"].get<std::uint64_t>() - versions_before[static_cast<size_t>(i)]);
+      backlog_left =
+          backlog_left || st["last_seq_ingested"].get<std::uint64_t>() < streams[static_cast<size_t>(i)].last_seq;
+    }
+    result["loaded"] = {{"p50_ms", median(ms)},
+                        {"p99_ms", percentile(ms, 0.99)},
+                        {"ms", ms},
+                        {"longest_pass_ms", longest_pass_ms},
+                        {"passes", passes},
+                        {"least_versions_per_neighbour", n > 1 ? json(least) : json(nullptr)},
+                        {"backlog_left", backlog_left}};
+    std::printf(
+        "N=%d question while %d neighbours ingest: p50 %.0f ms, p99 %.0f ms; longest pass %.0f ms; "
+        "every neighbour gained >= %s versions in %.0f passes%s\n",
+        n, n - 1, median(ms), percentile(ms, 0.99), longest_pass_ms, n > 1 ? std::to_string(least).c_str() : "-",
+        passes, backlog_left ? "" : " (backlog drained!)");
+  }
+
+  std::ofstream(std::filesystem::path(out_dir) / ("results-" + std::to_string(n) + ".json")) << result.dump(2) << "\n";
+  return 0;
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The multi-tenant benchmark in one command: for each N, a fresh aoi server and a fresh llama-server -np N
+# (prompt cache on) on the same model, threads, batch and flash-attention setting; the client
+# (multitenant_bench.cpp) times one system at a time. Raw prefill (llama-bench) at the sessions' mean depth
+# gives the reference for aggregate ingestion. report.py turns the outputs into the table.
+#
+#   bench/multitenant/run.sh [--preset quick|cpu] [--model PATH] [--threads N] [--sessions 1,2,4,8,16]
+#                            [--tokens N] [--flash-attn on|off] [--out DIR] [--no-llama] [--skip-build]
+#
+#   quick  a tiny generated model and short contexts (smoke test: every phase completes)
+#   cpu    smollm2-135m shape, sessions of 8K tokens, N = 1, 2, 4, 5, 8, 16 (5: the 4 idle neighbours of the
+#          isolation target)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+preset=cpu model="" threads=$(nproc) out="" skip_build=0 llama=1 fa=off sessions="" tokens=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --preset) preset=$2; shift 2 ;;
+    --model) model=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --sessions) sessions=$2; shift 2 ;;
+    --tokens) tokens=$2; shift 2 ;;
+    --flash-attn) fa=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --no-llama) llama=0; shift ;;
+    --skip-build) skip_build=1; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+case "$preset" in
+  quick) default_sessions=1,2 default_tokens=512 questions=3 iterations=1 per=2 backlog=8 answer=4
+         default_model=build/models/test-micro.gguf ;;
+  cpu)   default_sessions=1,2,4,5,8,16 default_tokens=8192 questions=12 iterations=3 per=5 backlog=100 answer=24
+         default_model=models/smollm2-135m-q8_0.gguf ;;
+  *) echo "presets: quick, cpu" >&2; exit 2 ;;
+esac
+model=${model:-$default_model}
+sessions=${sessions:-$default_sessions}
+tokens=${tokens:-$default_tokens}
+out=${out:-bench-out/multitenant-$preset}
+batch=512
+
+if [ "$skip_build" = 0 ]; then
+  scripts/setup.sh
+  scripts/build.sh build
+  cmake --build build -j"$(nproc)" --target llama-server llama-bench aoi-bench-multitenant >/dev/null
+fi
+if [ ! -f "$model" ]; then
+  case "$model" in
+    build/models/test-micro.gguf) build/tools/aoi-gen-model --shape test-micro --type f16 -o "$model" ;;
+    models/smollm2-135m-q8_0.gguf) build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$model" ;;
+    *) echo "no model at $model" >&2; exit 2 ;;
+  esac
+fi
+mkdir -p "$out"
+rm -f "$out"/results-*.json
+
+pids=()
+stop_servers() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
+trap stop_servers EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+              echo $((20000 + RANDOM % 20000)); }
+wait_ready() {  # url log
+  for _ in $(seq 1 1200); do
+    curl -sf "$1/health" >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "server at $1 did not become ready; its log:" >&2; tail -20 "$2" >&2; exit 1
+}
+round256() { echo $(( ($1 + 255) / 256 * 256 )); }
+
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit+changes"
+cat >"$out/settings.json" <<JSON
+{"preset": "$preset", "model": "$model", "threads": $threads, "batch": $batch, "flash_attn": "$fa",
+ "kv_type": "f16", "tokens": $tokens, "answer_tokens": $answer, "questions": $questions,
+ "iterations": $iterations, "bars_per_iteration": $per, "backlog_bars": $backlog, "commit": "$commit"}
+JSON
+echo "== multi-tenant benchmark, preset $preset: $model, $threads threads, batch $batch, flash attention $fa," \
+     "sessions of $tokens tokens, N = $sessions; output in $out"
+
+# llama.cpp's prefill at the sessions' mean depth during ingestion, same batch, threads and flash attention.
+fa_flag=0; [ "$fa" = on ] && fa_flag=1
+build/bin/llama-bench -m "$model" -t "$threads" -b "$batch" -ub "$batch" -fa "$fa_flag" -p "$batch" -n 0 \
+  -d $((tokens / 2)) -r 3 -o json >"$out/llama-bench.json" 2>"$out/llama-bench.log"
+
+IFS=, read -r -a ns <<<"$sessions"
+for n in "${ns[@]}"; do
+  # aoi: a sequence per session holding its window (its bars, the llama rounds and the backlog), a question
+  # and the system text; a completion slot and a spare, of the same size.
+  window=$((tokens + (backlog + (iterations + 4) * per + 8) * 70))
+  seqs=$(( n + 2 ))
+  cells=$(( seqs * $(round256 $(( window + 1024 ))) ))
+  port=$(free_port)
+  build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size "$cells" --batch-size "$batch" \
+    --max-sessions "$n" --pool-slots 1 --spare-seqs 1 --flash-attn "$fa" >"$out/aoi-$n.log" 2>&1 &
+  pids+=($!)
+  wait_ready "http://127.0.0.1:$port" "$out/aoi-$n.log"
+  aoi_url="http://127.0.0.1:$port"
+  llama_args=()
+  if [ "$llama" = 1 ]; then
+    lport=$(free_port)
+    slot=$(round256 $(( tokens + (iterations + 2) * per * 70 + 1024 )))
+    build/bin/llama-server -m "$model" --port "$lport" -t "$threads" -c $(( n * slot )) -np "$n" -b "$batch" \
+      -ub "$batch" -fa "$fa" >"$out/llama-server-$n.log" 2>&1 &
+    pids+=($!)
+    wait_ready "http://127.0.0.1:$lport" "$out/llama-server-$n.log"
+    llama_args=(--llama "http://127.0.0.1:$lport")
+  fi
+  build/bench/aoi-bench-multitenant --aoi "$aoi_url" "${llama_args[@]}" --sessions "$n" --tokens "$tokens" \
+    --answer-tokens "$answer" --questions "$questions" --iterations "$iterations" --bars-per-iteration "$per" \
+    --backlog "$backlog" --out "$out"
+  stop_servers
+done
+python3 bench/multitenant/report.py "$out" | tee "$out/report.md"
