@@ -138,7 +138,7 @@ std::string Metrics::render(const service::ServiceStats& st,
          "Passes built again because the KV cache had no slot for the batch.");
   sample(out, "aoi_inference_backoffs_total", "", static_cast<double>(st.loop.backoffs));
   header(out, "aoi_grouped_prefill_tokens_total", "counter",
-         "Prefill tokens aliased from a group leader instead of decoded again.");
+         "Prefill tokens copied from a group leader instead of decoded again.");
   sample(out, "aoi_grouped_prefill_tokens_total", "", static_cast<double>(st.loop.grouped_tokens));
   header(out, "aoi_last_pass_tokens", "gauge", "Rows in the last forward pass.");
   sample(out, "aoi_last_pass_tokens", "", st.loop.last_pass_tokens);

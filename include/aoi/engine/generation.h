@@ -84,7 +84,7 @@ class Generation {
   void add_rows(Batch& batch, int n_prompt);
   // The pass ran: advance, and sample when the pass produced the logits this generation waits for.
   void take(Context& ctx);
-  // Grouped prefill: the next n prompt tokens were aliased into the sequence from a leader's.
+  // Grouped prefill: the next n prompt tokens' cells came from a leader's sequence.
   void skip_prompt(int n) {
     prompt_.skip(n);
     pos_ += n;

@@ -34,7 +34,7 @@ class TokenFeed {
   // The pass ran. Returns the batch row of the last token when this chunk finished the feed with logits
   // wanted, else -1.
   int commit();
-  // n tokens reached the cache another way (aliased from a group leader): skip them.
+  // n tokens reached the cache another way (copied from a group leader): skip them.
   void skip(int n);
 
  private:

@@ -6,7 +6,7 @@
 //   group    lanes about to prefill the same tokens after the same prefix share one prefill (prefix_groups.h)
 //   plan     pass_plan.h decides who joins and with how many tokens
 //   decode   the granted lanes add their rows to one batch; one llama_decode
-//   take     each lane reads its rows; followers alias the leader's new cells
+//   take     each lane reads its rows; followers take the leader's new cells
 // Rows go into the batch in sequence order: llama.cpp batches per-sequence KV streams into one micro-batch
 // only when their ids follow each other. When the cache has no slot for the batch (llama_decode returns 1),
 // the pass is built again without its least urgent lane, and a lane alone in a pass that still cannot fit
@@ -51,7 +51,7 @@ struct LoopStats {
   std::uint64_t passes = 0;
   std::uint64_t tokens = 0;          // rows decoded, all passes
   std::uint64_t backoffs = 0;        // passes rebuilt after the cache had no slot
-  std::uint64_t grouped_tokens = 0;  // prefill tokens aliased from a group leader instead of decoded
+  std::uint64_t grouped_tokens = 0;  // prefill tokens taken from a group leader instead of decoded
   int last_pass_tokens = 0;
   double last_pass_ms = 0;
   double max_recent_pass_ms = 0;            // the longest of the last kRecentPasses passes

@@ -44,7 +44,7 @@ class Lane {
   virtual std::uint64_t tenant() const = 0;
   virtual std::string_view name() const = 0;
 
-  // Before each pass. Work that needs no forward pass happens here (taking a sequence, forking a session,
+  // Before each pass. Work that needs no forward pass happens here (taking a sequence, copying cells,
   // finishing from a cache); afterwards the lane may be done().
   virtual Demand poll(Clock::time_point now) = 0;
   virtual bool done() const = 0;

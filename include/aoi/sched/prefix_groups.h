@@ -1,6 +1,7 @@
 // Prefix-aware grouped prefill (paper §3.7): lanes about to prefill the same tokens after the same cached
-// prefix prefill them once. The leader decodes; each follower then aliases the leader's new cells
-// (llama_memory_seq_cp, metadata only in a unified cache) instead of computing them again.
+// prefix prefill them once. The leader decodes; each follower then takes the leader's new cells
+// (llama_memory_seq_cp: between per-sequence streams, a copy of the leader's stream) instead of computing them
+// again.
 //
 // Candidates are bucketed by an FNV-1a hash of what their sequences hold and of their next K tokens, then
 // checked token by token (a hash collision never merges different text). Pure: no model, no cache.
