@@ -16,16 +16,19 @@ struct RetentionLimits {
   double evict_fraction = 0.25;
 };
 
+// The window afterwards is a suffix of old + incoming: the plan says where it starts.
 struct RetentionPlan {
-  size_t drop_incoming = 0;  // oldest records of the batch that do not fit even alone
+  size_t drop_incoming = 0;  // oldest records of the batch evicted before they were ever in the window
   size_t keep_old = 0;       // newest retained records that stay (the others are evicted)
   bool evicts() const { return drop_incoming > 0 || keep_old < n_old; }
   size_t n_old = 0;
 };
 
 // old_tokens / incoming_tokens: token counts per record, oldest first. The result never exceeds the limits.
-// On overflow, kShift keeps as many old records as fit; kRecompute evicts down to the low-water mark
-// ((1 - evict_fraction) of each limit, counting the batch) so the next re-decode is some data away.
+// The incoming records are taken one at a time, as if each were a batch of its own, so the window depends on
+// the records only, never on how ingestion batched them: a record that overflows a limit evicts the oldest
+// records, kShift as many as it needs, kRecompute down to the low-water mark ((1 - evict_fraction) of each
+// limit, counting the record) so that the next re-decode is some data away.
 RetentionPlan plan_retention(std::span<const int> old_tokens, std::span<const int> incoming_tokens,
                              const RetentionLimits& limits);
 
