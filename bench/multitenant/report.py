@@ -87,10 +87,11 @@ def report(out):
             sp = r8["llama"]["speedup"]
             checks.append(("aoi against llama-server -np 8, mean question latency >= 10x lower", sp >= 10,
                            f"{sp:.1f}x"))
-    r5 = row(5)
-    if r5 and alone_p50:
-        ratio = r5["idle"]["p50_ms"] / alone_p50
-        checks.append((f"question with {r5['sessions'] - 1} idle neighbours of {s['tokens']} tokens <= 1.3x alone",
+    # The target names 4 idle neighbours of 8K tokens; the largest N measured has at least as many cells idle.
+    big = rows[-1] if rows else None
+    if big and alone_p50 and big["sessions"] > 1:
+        ratio = big["idle"]["p50_ms"] / alone_p50
+        checks.append((f"question beside {big['sessions'] - 1} idle neighbours of {s['tokens']} tokens <= 1.3x alone",
                        ratio <= 1.3, f"{ratio:.2f}x"))
     if checks:
         lines.append("")

@@ -8,8 +8,7 @@
 #                            [--tokens N] [--flash-attn on|off] [--out DIR] [--no-llama] [--skip-build]
 #
 #   quick  a tiny generated model and short contexts (smoke test: every phase completes)
-#   cpu    smollm2-135m shape, sessions of 8K tokens, N = 1, 2, 4, 5, 8, 16 (5: the 4 idle neighbours of the
-#          isolation target)
+#   cpu    smollm2-135m shape, sessions of 4K tokens, N = 1, 2, 4, 8, 16 (about an hour on 2 cores)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -33,7 +32,7 @@ done
 case "$preset" in
   quick) default_sessions=1,2 default_tokens=512 questions=3 iterations=1 per=2 backlog=8 answer=4
          default_model=build/models/test-micro.gguf ;;
-  cpu)   default_sessions=1,2,4,5,8,16 default_tokens=8192 questions=12 iterations=3 per=5 backlog=100 answer=24
+  cpu)   default_sessions=1,2,4,8,16 default_tokens=4096 questions=12 iterations=3 per=5 backlog=100 answer=24
          default_model=models/smollm2-135m-q8_0.gguf ;;
   *) echo "presets: quick, cpu" >&2; exit 2 ;;
 esac
