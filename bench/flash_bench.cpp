@@ -64,7 +64,8 @@ void fill(aoi::service::Service& svc, int depth) {
   aoi::session::SessionConfig c;
   c.id = "bench";
   c.system = "You are a market analyst. The lines below are hourly OHLCV bars for one stock.";
-  c.retention.max_tokens = depth + 4096;
+  // The data, and the bars the rounds push (one per round), within the sequence's cells.
+  c.retention.max_tokens = depth + 1024;
   c.query_budget = 128;
   svc.create_session(c).value();
   const auto last = svc.push_text("bench", bars(depth / 35 + 1, 0)).value().last_seq;
