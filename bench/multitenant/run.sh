@@ -5,7 +5,9 @@
 # gives the reference for aggregate ingestion. report.py turns the outputs into the table.
 #
 #   bench/multitenant/run.sh [--preset quick|cpu] [--model PATH] [--threads N] [--sessions 1,2,4,8,16]
-#                            [--tokens N] [--flash-attn on|off] [--out DIR] [--no-llama] [--skip-build]
+#                            [--tokens N] [--per BARS] [--flash-attn on|off] [--out DIR] [--no-llama] [--skip-build]
+#
+#   --per: new bars per stream between questions against llama-server (the paper's scenario has 55)
 #
 #   quick  a tiny generated model and short contexts (smoke test: every phase completes)
 #   cpu    smollm2-135m shape, sessions of 4K tokens, N = 1, 2, 4, 8, 16 (about an hour on 2 cores)
@@ -13,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 
-preset=cpu model="" threads=$(nproc) out="" skip_build=0 llama=1 fa=off sessions="" tokens=""
+preset=cpu model="" threads=$(nproc) out="" skip_build=0 llama=1 fa=off sessions="" tokens="" per_arg=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --preset) preset=$2; shift 2 ;;
@@ -21,6 +23,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --sessions) sessions=$2; shift 2 ;;
     --tokens) tokens=$2; shift 2 ;;
+    --per) per_arg=$2; shift 2 ;;
     --flash-attn) fa=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --no-llama) llama=0; shift ;;
@@ -37,6 +40,7 @@ case "$preset" in
   *) echo "presets: quick, cpu" >&2; exit 2 ;;
 esac
 model=${model:-$default_model}
+per=${per_arg:-$per}
 sessions=${sessions:-$default_sessions}
 tokens=${tokens:-$default_tokens}
 out=${out:-bench-out/multitenant-$preset}
