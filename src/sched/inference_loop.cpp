@@ -303,19 +303,8 @@ void InferenceLoop::run_pass() {
     for (size_t i : granted) fail_entry(lanes_[i], error);
   }
 
-  // Aging: a lane that had prefill to do and got none waits one pass longer; one that got a whole chunk (or
-  // the rest of its prefill) starts again; a part of a chunk (the end of the pass's room) keeps its place.
-  for (size_t i = 0; i < n; ++i) {
-    Entry& e = lanes_[i];
-    const int asked = demands[i].prefill_tokens;
-    const int got = plan.grants[i].prefill;
-    if (asked == 0) continue;
-    if (got == 0) {
-      e.passes_waiting++;
-    } else if (got >= std::min(plan.chunk, asked)) {
-      e.passes_waiting = 0;
-    }
-  }
+  // Aging (pass_plan.h, rule 4).
+  for (size_t i = 0; i < n; ++i) lanes_[i].passes_waiting = next_wait(demands[i], plan.grants[i], plan);
   passes_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(stats_mu_);
   stats_.passes++;

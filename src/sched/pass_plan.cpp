@@ -74,6 +74,7 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
     if (d.prefill_tokens <= 0) continue;
     if (d.priority == Priority::kStream && interactive_demand && !aged(d)) {
       plan.grants[i].held = true;
+      plan.background_held = true;
       continue;
     }
     eligible.push_back(i);
@@ -98,6 +99,14 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
   }
   plan.n_tokens = params.n_batch - room;
   return plan;
+}
+
+int next_wait(const LaneDemand& lane, const LaneGrant& grant, const PassPlan& plan) {
+  if (lane.prefill_tokens == 0) return lane.passes_waiting;
+  if (grant.prefill == 0) {
+    return lane.priority == Priority::kStream && !plan.background_held ? 0 : lane.passes_waiting + 1;
+  }
+  return grant.prefill >= std::min(plan.chunk, lane.prefill_tokens) ? 0 : lane.passes_waiting;
 }
 
 }  // namespace aoi::sched

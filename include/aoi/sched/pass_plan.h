@@ -11,7 +11,11 @@
 //   3. Background ingestion (STREAM) does not prefill beside interactive work (any FLASH, SESSION or POOL
 //      demand), so a question's passes stay short: it waits at most the pass in flight when it arrived.
 //   4. Aging: a lane that had prefill to do and got none for aging_passes passes goes first, whatever its
-//      class and whatever else runs, so no class starves another.
+//      class and whatever else runs, so no class starves another. (For background lanes the count is how long
+//      interactive work has held background work back as a whole: a pass that lets background prefill in
+//      starts it again for every background lane, served or not; among them round-robin takes turns. So a
+//      question whose passes fit within aging_passes never shares a pass with background prefill, and under
+//      constant interactive load background work still moves. The loop keeps the counts: next_wait().)
 // Cells are not this policy's business: every session and completion has a KV stream of its own, admitted
 // only when its work fits it (the service's admission), so no prefill can take another's cells.
 #pragma once
@@ -51,9 +55,15 @@ struct PassPlan {
   std::vector<LaneGrant> grants;  // one per lane, in input order
   int n_tokens = 0;               // rows of the pass
   int n_decode_rows = 0;
-  int chunk = 0;  // the prefill chunk of this pass (0: no prefill candidates)
+  int chunk = 0;                 // the prefill chunk of this pass (0: no prefill candidates)
+  bool background_held = false;  // interactive work held background prefill back in this pass
   bool empty() const { return n_tokens == 0; }
 };
+
+// A lane's passes_waiting after a pass planned as `plan` (rule 4): served a whole chunk (or the rest of its
+// prefill): 0; served part of a chunk (the end of the pass's room): unchanged; not served: one more, except a
+// background lane in a pass that let background work in, which starts again.
+int next_wait(const LaneDemand& lane, const LaneGrant& grant, const PassPlan& plan);
 
 // Which tenant each class served last, so that the next pass starts after it. Kept between passes.
 class RoundRobin {
