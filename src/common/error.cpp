@@ -14,6 +14,8 @@ std::string_view error_type_name(ErrorType type) {
     case ErrorType::kOverloaded: return "overloaded";
     case ErrorType::kNotReady: return "not_ready";
     case ErrorType::kTimeout: return "timeout";
+    case ErrorType::kStorage: return "storage_error";
+    case ErrorType::kDamaged: return "damaged_state";
     case ErrorType::kInternal: return "internal_error";
   }
   return "internal_error";
@@ -33,6 +35,8 @@ Error Error::too_large(std::string field, std::string message) {
 Error Error::overloaded(std::string message) { return {ErrorType::kOverloaded, std::move(message), {}}; }
 Error Error::not_ready(std::string message) { return {ErrorType::kNotReady, std::move(message), {}}; }
 Error Error::timeout(std::string message) { return {ErrorType::kTimeout, std::move(message), {}}; }
+Error Error::storage(std::string message) { return {ErrorType::kStorage, std::move(message), {}}; }
+Error Error::damaged(std::string message) { return {ErrorType::kDamaged, std::move(message), {}}; }
 Error Error::internal(std::string message) { return {ErrorType::kInternal, std::move(message), {}}; }
 
 }  // namespace aoi

@@ -20,6 +20,8 @@ enum class ErrorType {
   kOverloaded,        // no capacity now: full KV pool, too many sessions, queue full (429)
   kNotReady,          // the server is loading or shutting down (503)
   kTimeout,           // a wait (read-your-writes) ran out (504)
+  kStorage,           // the data directory cannot take the write: disk full, read-only, I/O error (507)
+  kDamaged,           // stored state failed its checks (checksum, format, model): not used (500)
   kInternal,          // a bug or an engine failure (500)
 };
 
@@ -39,6 +41,8 @@ struct Error {
   static Error overloaded(std::string message);
   static Error not_ready(std::string message);
   static Error timeout(std::string message);
+  static Error storage(std::string message);
+  static Error damaged(std::string message);
   static Error internal(std::string message);
 };
 
