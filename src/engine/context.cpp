@@ -1,6 +1,7 @@
 #include "aoi/engine/context.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "aoi/engine/batch.h"
@@ -80,6 +81,9 @@ Context::~Context() { llama_free(ctx_); }
 
 DecodeOutcome Context::decode(const Batch& batch) {
   const int32_t rc = llama_decode(ctx_, batch.raw());
+  // A decode of a non-empty batch applies pending stream copies before anything else (even when it then
+  // finds no slot).
+  if (batch.size() > 0 && rc >= 0 && rc <= 2) copies_pending_ = false;
   switch (rc) {
     case 0: return DecodeOutcome::kOk;
     case 1: return DecodeOutcome::kNoKvSlot;
@@ -104,6 +108,19 @@ const float* Context::logits(int idx) const { return llama_get_logits_ith(ctx_, 
 bool Context::seq_remove(SeqId seq, Pos p0, Pos p1) { return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, p1); }
 void Context::seq_copy(SeqId src, SeqId dst, Pos p0, Pos p1) {
   llama_memory_seq_cp(llama_get_memory(ctx_), src, dst, p0, p1);
+  // Between streams llama.cpp copies the cells' data at the next decode (the metadata at once).
+  if (!params_.kv_unified && src != dst) copies_pending_ = true;
+}
+
+void Context::apply_pending_copies(SeqId seq) {
+  if (!copies_pending_) return;
+  // There is no call for it but a decode: one token after the sequence's end, taken out again. The copies are
+  // applied first, whether or not the token then finds a cell.
+  const Pos pos = seq_pos_max(seq) + 1;
+  Batch batch(1);
+  batch.add(0, pos, seq, false);
+  if (decode(batch) == DecodeOutcome::kOk) seq_remove(seq, pos, -1);
+  copies_pending_ = false;
 }
 void Context::seq_shift(SeqId seq, Pos p0, Pos p1, Pos delta) {
   llama_memory_seq_add(llama_get_memory(ctx_), seq, p0, p1, delta);
@@ -114,13 +131,61 @@ Pos Context::seq_pos_max(SeqId seq) const { return llama_memory_seq_pos_max(llam
 bool Context::can_shift() const { return llama_memory_can_shift(llama_get_memory(ctx_)); }
 void Context::clear() { llama_memory_clear(llama_get_memory(ctx_), true); }
 
+// llama.cpp writes a sequence's state as [u32 magic][i32 seq id][u32 n_stream][per stream: u32 cell_count, then
+// its cells], every stream but the sequence's own empty (cell_count 0), and reads it back only into a context
+// with the same number of streams (with per-sequence streams: the same n_seq_max). So that a session saved by a
+// server with one number of sequences restores into a server with another, seq_state() keeps the sequence's
+// own stream alone (n_stream 1) and set_seq_state() puts the empty streams back after it (the reader places the
+// cells in the destination sequence's stream whichever position they come at). The cells are untouched.
+namespace {
+
+constexpr size_t kStateHeader = 8;  // magic and seq id, before n_stream
+
+std::uint32_t read_u32(const std::uint8_t* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+std::uint32_t Context::n_streams() const { return params_.kv_unified ? 1u : llama_n_seq_max(ctx_); }
+
 std::vector<std::uint8_t> Context::seq_state(SeqId seq) {
+  apply_pending_copies(seq);  // else a sequence copied from another stream reads as its old data
   std::vector<std::uint8_t> out(llama_state_seq_get_size(ctx_, seq));
   out.resize(llama_state_seq_get_data(ctx_, out.data(), out.size(), seq));
-  return out;
+  const std::uint32_t n = n_streams();
+  const size_t own = params_.kv_unified ? 0 : static_cast<size_t>(seq);
+  if (n <= 1 || out.size() < kStateHeader + 4 + 4 * static_cast<size_t>(n) ||
+      read_u32(out.data() + kStateHeader) != n) {
+    return out;
+  }
+  // The empty streams before and after the sequence's own: 4 zero bytes each.
+  const size_t head = kStateHeader + 4 + 4 * own, tail = 4 * (n - 1 - own);
+  for (size_t i = 0; i < own; ++i) {
+    if (read_u32(out.data() + kStateHeader + 4 + 4 * i) != 0) return out;
+  }
+  for (size_t i = 0; i < n - 1 - own; ++i) {
+    if (read_u32(out.data() + out.size() - tail + 4 * i) != 0) return out;
+  }
+  std::vector<std::uint8_t> one(kStateHeader + 4 + out.size() - head - tail);
+  const std::uint32_t n_one = 1;
+  std::memcpy(one.data(), out.data(), kStateHeader);
+  std::memcpy(one.data() + kStateHeader, &n_one, 4);
+  std::memcpy(one.data() + kStateHeader + 4, out.data() + head, out.size() - head - tail);
+  return one;
 }
 
 bool Context::set_seq_state(SeqId seq, std::span<const std::uint8_t> state) {
+  const std::uint32_t n = n_streams();
+  if (state.size() >= kStateHeader + 4 && read_u32(state.data() + kStateHeader) == 1 && n > 1) {
+    std::vector<std::uint8_t> all(state.size() + 4 * static_cast<size_t>(n - 1), 0);
+    std::memcpy(all.data(), state.data(), kStateHeader);
+    std::memcpy(all.data() + kStateHeader, &n, 4);
+    std::memcpy(all.data() + kStateHeader + 4, state.data() + kStateHeader + 4, state.size() - kStateHeader - 4);
+    return llama_state_seq_set_data(ctx_, all.data(), all.size(), seq) > 0;
+  }
   return llama_state_seq_set_data(ctx_, state.data(), state.size(), seq) > 0;
 }
 

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "llama.h"
@@ -24,15 +26,9 @@ void forward_llama_log(ggml_log_level level, const char* text, void* /*user_data
   if (line.empty() || line.back() != '\n') return;
   line.pop_back();
   switch (line_level) {
-    case GGML_LOG_LEVEL_ERROR:
-      spdlog::error("llama: {}", line);
-      break;
-    case GGML_LOG_LEVEL_WARN:
-      spdlog::warn("llama: {}", line);
-      break;
-    default:
-      spdlog::debug("llama: {}", line);
-      break;
+    case GGML_LOG_LEVEL_ERROR: spdlog::error("llama: {}", line); break;
+    case GGML_LOG_LEVEL_WARN: spdlog::warn("llama: {}", line); break;
+    default: spdlog::debug("llama: {}", line); break;
   }
   line.clear();
 }
@@ -52,6 +48,33 @@ void init_backend() {
   });
 }
 
+// FNV-1a (64 bits) of the file's size and of 64 blocks of 64 KiB spread evenly over it (the first holds the
+// GGUF header and metadata): cheap for any size of model, and random or trained weights differ everywhere.
+static Result<std::string> file_fingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!in || ec) return Error::invalid("model", "cannot read " + path);
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const auto mix = [&h](const unsigned char* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  };
+  mix(reinterpret_cast<const unsigned char*>(&size), sizeof size);
+  constexpr size_t kBlocks = 64, kBlock = 64 * 1024;
+  std::vector<char> buf(kBlock);
+  for (size_t b = 0; b < kBlocks; ++b) {
+    const std::uint64_t at = size <= kBlock ? 0 : (size - kBlock) / (kBlocks - 1) * b;
+    in.seekg(static_cast<std::streamoff>(at));
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    mix(reinterpret_cast<const unsigned char*>(buf.data()), static_cast<size_t>(in.gcount()));
+    in.clear();
+    if (size <= kBlock) break;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(out);
+}
+
 Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
   init_backend();
   std::error_code ec;
@@ -68,7 +91,11 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
   if (model == nullptr) {
     return Error::invalid("model", "llama.cpp could not load " + params.path + " (not a GGUF model?)");
   }
-  return std::unique_ptr<Model>(new Model(model, params.path));
+  std::unique_ptr<Model> m(new Model(model, params.path));
+  auto fingerprint = file_fingerprint(params.path);
+  if (!fingerprint) return fingerprint.error();
+  m->fingerprint_ = std::move(fingerprint).value();
+  return m;
 }
 
 Model::Model(llama_model* model, std::string path)

@@ -51,6 +51,16 @@ Result<session::Session*> SoloSessions::create(session::SessionConfig config) {
   return sessions_.back().get();
 }
 
+Result<session::Session*> SoloSessions::restore(session::SessionConfig config, session::SessionImage image) {
+  auto primary = seqs_.take();
+  if (!primary) return Error::overloaded("no free sequence");
+  auto s = session::Session::create(ctx_, std::move(config), layout_, std::move(*primary), cells_);
+  if (!s) return s.error();
+  if (Status st = (*s)->restore(std::move(image)); !st) return st.error();
+  sessions_.push_back(std::move(s).value());
+  return sessions_.back().get();
+}
+
 Result<session::AppendStats> SoloSessions::append(session::Session& s, std::span<const std::string> texts) {
   std::vector<session::TokenizedRecord> records;
   for (size_t i = 0; i < texts.size(); ++i) {

@@ -50,6 +50,8 @@ class SoloSessions {
 
   // Creates and sets up a session (Region 0 copied from a set-up session with the same system text).
   Result<session::Session*> create(session::SessionConfig config);
+  // Creates a session from a saved image instead of setting it up.
+  Result<session::Session*> restore(session::SessionConfig config, session::SessionImage image);
   // Prepares texts as records (sequence numbers after the last) and appends them.
   Result<session::AppendStats> append(session::Session& s, std::span<const std::string> texts);
   Result<session::AppendStats> append(session::Session& s, std::vector<session::TokenizedRecord> records);

@@ -66,9 +66,16 @@ class Context {
   void clear();
 
   // A sequence's cells as bytes (positions, K and V of every layer), and back into an empty sequence (taking
-  // free cells). set fails (false) when the bytes do not fit this context or model.
+  // free cells), in this context or in another of the same model and cache types, whatever its number of
+  // sequences. set fails (false) when the bytes do not fit this context or model.
   std::vector<std::uint8_t> seq_state(SeqId seq);
   bool set_seq_state(SeqId seq, std::span<const std::uint8_t> state);
+  // KV streams: one per sequence, or one for all (kv_unified).
+  std::uint32_t n_streams() const;
+  // llama.cpp copies a sequence's data between streams lazily, at the next decode; until then the destination
+  // reads as its old data. This applies pending copies now (by decoding one token after `seq`'s end and
+  // removing it; the logits of the last batch are overwritten). seq_state() calls it.
+  void apply_pending_copies(SeqId seq);
 
   std::uint32_t n_ctx() const;
   std::uint32_t n_ctx_seq() const;  // the most positions one sequence may use
@@ -88,6 +95,7 @@ class Context {
   Model& model_;
   llama_context* ctx_;  // owned
   ContextParams params_;
+  bool copies_pending_ = false;  // a seq_copy between streams not yet applied by a decode
 };
 
 const char* decode_outcome_name(DecodeOutcome outcome);

@@ -57,6 +57,10 @@ class Model {
   const std::string& path() const { return path_; }
   // A short name for APIs: the file name without directory and extension.
   std::string name() const;
+  // Tells this model's weights from another's, whatever the file is called: a hash of the file's size and of
+  // samples spread over its bytes (metadata and weights), computed at load. State saved with one model
+  // (KV cells, tokens) is only ever restored into the same model.
+  const std::string& fingerprint() const { return fingerprint_; }
 
   // The model's chat template (GGUF tokenizer.chat_template), if it has one.
   std::optional<std::string> chat_template() const;
@@ -74,6 +78,7 @@ class Model {
   llama_model* model_;  // owned
   const llama_vocab* vocab_;
   std::string path_;
+  std::string fingerprint_;
 };
 
 // Initialises llama.cpp's backends once per process and routes its log lines to aoi's logger

@@ -88,6 +88,22 @@ struct Answer {
   engine::GenerationResult details;  // per-token top-2, first logits when asked
 };
 
+// Everything a session holds at one data version, to save it and resume it exactly on another sequence or in
+// another process (the service writes it as a snapshot). The configuration travels beside it.
+struct SessionImage {
+  std::vector<Token> region0;            // as decoded: a restore checks that the model tokenizes the system text alike
+  std::vector<TokenizedRecord> records;  // the retained records, oldest first
+  std::uint64_t version = 0;
+  std::uint64_t last_record_seq = 0;
+  std::uint64_t records_evicted = 0;
+  std::uint64_t tokens_evicted = 0;
+  bool scaffold_ready = false;      // the primary holds the scaffold after the data
+  bool tail_decoded = false;        // and the ready tail after it
+  std::vector<float> ready_logits;  // [n_vocab] or empty (naive)
+  int kv_positions = 0;             // the primary holds positions [0, kv_positions)
+  std::vector<std::uint8_t> kv;     // those cells (llama.cpp's sequence state); empty in naive mode
+};
+
 // How an append of a batch will run (see session_append.h).
 enum class AppendKind {
   kInPlace,      // on the primary (needs it free)
@@ -133,6 +149,14 @@ class Session {
   // is busy.
   Result<std::unique_ptr<SessionQuery>> begin_query(QueryParams params,
                                                     std::function<void(std::string_view)> on_text = {});
+
+  // Saving needs a settled session: set up, no append running, the primary free.
+  bool can_save() const { return set_up_ && !append_running_ && !primary_busy_; }
+  SessionImage save();
+  // Takes a saved image instead of setting up (a fresh session made by create() with the image's
+  // configuration). Errors (kDamaged) when the image does not fit: another tokenization of the system text, a
+  // window larger than this session's, KV state the context refuses or restores only in part.
+  Status restore(SessionImage image);
 
   const std::string& id() const { return config_.id; }
   const SessionConfig& config() const { return config_; }
