@@ -127,8 +127,14 @@ until grep -q "^aoi: listening on" "$log" 2>/dev/null; do
 done
 grep "^aoi: " "$log" | grep -v "loading" || true
 
-"$aoi" create "$session" --system "$system" --template "$template" --max-tokens "$window_tokens" \
-  --flash "$flash1" --flash "$flash2"
+# Sessions live in the server's data directory (default ~/.local/state/aoi): after a restart, even a kill -9,
+# the session is back with its data and flash answers, and this feed continues it.
+if "$aoi" sessions 2>/dev/null | awk '{print $1}' | grep -qx "$session"; then
+  echo "aoi run: session $session is back from the data directory; the feed continues it"
+else
+  "$aoi" create "$session" --system "$system" --template "$template" --max-tokens "$window_tokens" \
+    --flash "$flash1" --flash "$flash2"
+fi
 
 # Background jobs are stopped by cleanup, not by the terminal's SIGINT. Simple commands started with & ignore
 # SIGINT already; a background { ...; } or function does not pass that on to what it runs, hence `trap '' INT`.

@@ -99,7 +99,7 @@ for n in "${ns[@]}"; do
   cells=$(( seqs * $(round256 $(( window + 1024 ))) ))
   port=$(free_port)
   build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size "$cells" --batch-size "$batch" \
-    --max-sessions "$n" --pool-slots 1 --spare-seqs 1 --flash-attn "$fa" >"$out/aoi-$n.log" 2>&1 &
+    --max-sessions "$n" --pool-slots 1 --spare-seqs 1 --flash-attn "$fa" --memory-only >"$out/aoi-$n.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/aoi-$n.log"
   aoi_url="http://127.0.0.1:$port"

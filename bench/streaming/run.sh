@@ -84,7 +84,7 @@ aoi_gpu=() llama_gpu=()
 start_aoi() {  # name cells-per-sequence
   local port; port=$(free_port)
   build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size $((3 * $2)) --max-sessions 1 \
-    --pool-slots 1 --spare-seqs 1 "${aoi_gpu[@]}" >"$out/$1.log" 2>&1 &
+    --pool-slots 1 --spare-seqs 1 --memory-only "${aoi_gpu[@]}" >"$out/$1.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/$1.log"
   url="http://127.0.0.1:$port"

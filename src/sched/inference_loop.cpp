@@ -80,6 +80,13 @@ void InferenceLoop::fail_lanes(const std::function<bool(const Lane&)>& pred, con
   std::erase(incoming_, nullptr);
 }
 
+void InferenceLoop::retire_lanes(const std::function<bool(const Lane&)>& pred) {
+  for (auto& e : lanes_) {
+    if (!e.dead && pred(*e.lane)) e.dead = true;
+  }
+  std::erase_if(incoming_, [&](const std::unique_ptr<Lane>& lane) { return lane && pred(*lane); });
+}
+
 LoopStats InferenceLoop::stats() const {
   std::lock_guard lock(stats_mu_);
   return stats_;
@@ -139,6 +146,7 @@ void InferenceLoop::run() {
     bool any_demand = false;
     std::optional<Clock::time_point> next_deadline;
     for (auto& e : lanes_) {
+      if (e.dead) continue;  // failed or retired by an earlier lane's poll
       try {
         e.demand = e.lane->poll(now);
       } catch (const std::exception& ex) {

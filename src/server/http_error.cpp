@@ -14,6 +14,8 @@ int http_status(ErrorType type) {
     case ErrorType::kOverloaded: return 429;
     case ErrorType::kNotReady: return 503;
     case ErrorType::kTimeout: return 504;
+    case ErrorType::kStorage: return 507;
+    case ErrorType::kDamaged: return 500;
     case ErrorType::kInternal: return 500;
   }
   return 500;

@@ -159,6 +159,21 @@ std::string Metrics::render(const service::ServiceStats& st,
   sample(out, "aoi_kv_cells_per_sequence", "", st.kv_cells_per_seq);
   header(out, "aoi_sessions", "gauge", "Live sessions.");
   sample(out, "aoi_sessions", "", st.sessions);
+  header(out, "aoi_sessions_by_residency", "gauge",
+         "Sessions by where their state is: in the KV cache, on disk (restoring included), damaged.");
+  sample(out, "aoi_sessions_by_residency", "residency=\"resident\"", st.sessions_resident);
+  sample(out, "aoi_sessions_by_residency", "residency=\"on_disk\"", st.sessions_on_disk);
+  sample(out, "aoi_sessions_by_residency", "residency=\"damaged\"", st.sessions_damaged);
+  if (st.durable) {
+    header(out, "aoi_snapshots_written_total", "counter", "Session snapshots written to the data directory.");
+    sample(out, "aoi_snapshots_written_total", "", static_cast<double>(st.snapshots_written));
+    header(out, "aoi_snapshot_errors_total", "counter", "Session snapshots that could not be written.");
+    sample(out, "aoi_snapshot_errors_total", "", static_cast<double>(st.snapshot_errors));
+    header(out, "aoi_snapshot_bytes", "gauge", "Size of the last snapshot written.");
+    sample(out, "aoi_snapshot_bytes", "", static_cast<double>(st.snapshot_bytes));
+    header(out, "aoi_log_syncs_total", "counter", "fdatasync calls on session logs.");
+    sample(out, "aoi_log_syncs_total", "", static_cast<double>(st.log_syncs));
+  }
   header(out, "aoi_session_background_seconds", "gauge",
          "Background work per data version (ingestion, scaffold, flash round), by session and kind.");
   for (const auto& s : sessions) {

@@ -196,6 +196,14 @@ bool match(std::string_view pattern, const std::vector<std::string_view>& path, 
   return true;
 }
 
+// POST /v1/sessions with a session snapshot for a body (an import).
+bool is_import(const Request& req) {
+  const std::string_view target = sv(req.target());
+  const std::string_view path = target.substr(0, target.find('?'));
+  return req.method() == http::verb::post && (path == "/v1/sessions" || path == "/v1/sessions/") &&
+         sv(req[http::field::content_type]).rfind("application/octet-stream", 0) == 0;
+}
+
 bool authorized(const Request& req, const std::vector<std::string>& keys) {
   if (keys.empty()) return true;
   std::string presented;
@@ -317,6 +325,11 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
     co_await http::async_read_header(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
     if (!ec && !parser.is_done()) {
       stream.expires_after(options.request_timeout);
+      if (is_import(parser.get()) && authorized(parser.get(), options.api_keys)) {
+        // A session snapshot: larger than any other body, and allowed the time its size takes.
+        parser.body_limit(options.max_import_bytes);
+        stream.expires_after(options.import_timeout);
+      }
       co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
     }
     first = false;

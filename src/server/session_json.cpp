@@ -135,8 +135,9 @@ json session_json(const service::SessionSnapshot& s, const service::SessionHandl
   const service::SessionCounters& c = h.counters();
   json flash = json::array();
   for (const auto& f : h.flash().list()) flash.push_back(flash_json(f));
-  return {
+  json out = {
       {"id", s.id},
+      {"residency", service::residency_name(h.residency.load())},
       {"mode", session::session_mode_name(s.mode)},
       {"eviction", session::eviction_policy_name(s.eviction)},
       {"data_version", s.data_version},
@@ -171,6 +172,8 @@ json session_json(const service::SessionSnapshot& s, const service::SessionHandl
         {"data_interval_ms", s.data_interval_ms},
         {"flash_rounds", s.flash_rounds}}},
   };
+  if (!s.damage.empty()) out["damage"] = s.damage;
+  return out;
 }
 
 json flash_json(const service::FlashQuery& f) {

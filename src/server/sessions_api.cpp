@@ -9,6 +9,7 @@
 
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
+#include "aoi/store/snapshot_file.h"
 #include "async.h"
 #include "http.h"
 #include "json_fields.h"
@@ -27,7 +28,86 @@ using service::Service;
   if (!var##_result) co_return Outcome{error_response(call.request, var##_result.error())}; \
   auto var = std::move(var##_result).value()
 
+bool is_snapshot_upload(const Request& req) {
+  const std::string_view type = sv(req[http::field::content_type]);
+  return type.rfind("application/octet-stream", 0) == 0;
+}
+
+// POST /v1/sessions with an exported snapshot as the body: the session comes back here, under ?id= or the id
+// it had.
+net::awaitable<Outcome> import_session(Call& call) {
+  const std::string& body = call.request.body();
+  auto snapshot = store::decode_snapshot({reinterpret_cast<const std::uint8_t*>(body.data()), body.size()});
+  if (!snapshot) co_return Outcome{error_response(call.request, Error::invalid("body", snapshot.error().message))};
+  Service& svc = call.service;
+  std::string id = query_param(call.query, "id").value_or("");
+  auto start = [&svc, snap = std::move(snapshot).value(), id = std::move(id)](auto done) mutable {
+    svc.import_session(std::move(snap), std::move(id), done);
+  };
+  auto created = co_await await_callback<Result<service::SessionSnapshot>>(start);
+  if (!created) {
+    Error e = created.error();
+    // The file is the client's input: a file this server cannot use is a bad request body.
+    if (e.type == ErrorType::kDamaged) e = Error::invalid("body", e.message);
+    co_return Outcome{error_response(call.request, e)};
+  }
+  co_return Outcome{
+      json_response(call.request, http::status::created, session_json(*created, *svc.handle(created->id)))};
+}
+
+net::awaitable<Outcome> export_session(Call& call) {
+  Service& svc = call.service;
+  const std::string id = call.params[0];
+  auto start = [&svc, id](auto done) { svc.export_session(id, done); };
+  auto exported = co_await await_callback<Result<service::ExportedSession>>(start);
+  if (!exported) co_return Outcome{error_response(call.request, exported.error())};
+  const store::Bytes bytes = store::encode_snapshot(exported->snapshot);
+  Response res{http::status::ok, call.request.version()};
+  res.set(http::field::content_type, "application/octet-stream");
+  res.set(http::field::content_disposition, "attachment; filename=\"" + id + ".aoisnap\"");
+  res.set("X-Aoi-Last-Seq", std::to_string(exported->last_seq));
+  res.set("X-Aoi-Data-Version", std::to_string(exported->data_version));
+  res.keep_alive(call.request.keep_alive());
+  res.body().assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  res.prepare_payload();
+  co_return Outcome{std::move(res)};
+}
+
+net::awaitable<Outcome> save_session(Call& call) {
+  Service& svc = call.service;
+  const std::string id = call.params[0];
+  auto start = [&svc, id](auto done) { svc.save_session(id, done); };
+  auto saved = co_await await_callback<Result<service::SaveOutcome>>(start);
+  if (!saved) co_return Outcome{error_response(call.request, saved.error())};
+  co_return Outcome{json_response(call.request, http::status::ok,
+                                  {{"id", id},
+                                   {"bytes", saved->bytes},
+                                   {"tokens", saved->tokens},
+                                   {"last_seq", saved->last_seq},
+                                   {"timings", {{"copy_ms", saved->copy_ms}, {"write_ms", saved->write_ms}}}})};
+}
+
+net::awaitable<Outcome> unload_session(Call& call) {
+  Service& svc = call.service;
+  const std::string id = call.params[0];
+  auto start = [&svc, id](auto done) { svc.unload_session(id, done); };
+  auto unloaded = co_await await_callback<Status>(start);
+  if (!unloaded) co_return Outcome{error_response(call.request, unloaded.error())};
+  co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"residency", "on_disk"}})};
+}
+
+net::awaitable<Outcome> load_session(Call& call) {
+  Service& svc = call.service;
+  const std::string id = call.params[0];
+  auto start = [&svc, id](auto done) { svc.load_session(id, done); };
+  auto loaded = co_await await_callback<Result<double>>(start);
+  if (!loaded) co_return Outcome{error_response(call.request, loaded.error())};
+  co_return Outcome{json_response(call.request, http::status::ok,
+                                  {{"id", id}, {"residency", "resident"}, {"timings", {{"load_ms", *loaded}}}})};
+}
+
 net::awaitable<Outcome> create_session(Call& call) {
+  if (is_snapshot_upload(call.request)) co_return co_await import_session(call);
   AOI_TRY(body, parse_object(call.request.body()));
   AOI_TRY(config, parse_session_config(body));
   Service& svc = call.service;
@@ -212,6 +292,10 @@ void add_session_routes(std::vector<Route>& routes) {
   routes.push_back({http::verb::get, "/v1/sessions/{id}/events", events});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/ws", websocket});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/context", context});
+  routes.push_back({http::verb::get, "/v1/sessions/{id}/snapshot", export_session});
+  routes.push_back({http::verb::post, "/v1/sessions/{id}/save", save_session});
+  routes.push_back({http::verb::post, "/v1/sessions/{id}/unload", unload_session});
+  routes.push_back({http::verb::post, "/v1/sessions/{id}/load", load_session});
   routes.push_back({http::verb::post, "/v1/sessions/{id}/flash", add_flash});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/flash", list_flash});
   routes.push_back({http::verb::delete_, "/v1/sessions/{id}/flash/{fid}", remove_flash});

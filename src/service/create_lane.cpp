@@ -1,23 +1,112 @@
 #include "create_lane.h"
 
+#include <spdlog/spdlog.h>
+
 #include "flash_lane.h"
 #include "ingest_lane.h"
+#include "persistence.h"
 
 namespace aoi::service {
 
-CreateLane::CreateLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, std::function<void()> registered,
-                       std::function<void(Result<SessionSnapshot>)> reply)
-    : state_(state), rt_(std::move(rt)), registered_(std::move(registered)), reply_(std::move(reply)) {}
+CreateLane::CreateLane(InferenceState& state, std::shared_ptr<SessionHandle> handle, Source source,
+                       std::optional<store::SnapshotData> snapshot, std::function<void(Status)> done)
+    : state_(state),
+      handle_(std::move(handle)),
+      source_(source),
+      snapshot_(std::move(snapshot)),
+      done_(std::move(done)),
+      tenant_(state.next_tenant()) {}
 
-sched::Demand CreateLane::poll(sched::Clock::time_point) {
-  if (!started_) {
-    started_ = true;
-    // A resident session with the same Region 0 lends its cells (looked up now: it may have come meanwhile).
-    session::Session& s = *rt_->session;
-    setup_ = s.begin_setup(state_.region0_donor(s.region0_tokens()));
+CreateLane::~CreateLane() {
+  // Never finished: an unfinished setup clears the primary; the session (and its sequence) goes.
+  setup_.reset();
+}
+
+std::optional<sched::Clock::time_point> CreateLane::deadline() const {
+  // Only the wait for a sequence is bounded.
+  if (rt_) return std::nullopt;
+  return submitted_ + state_.params().store.resident_wait;
+}
+
+bool CreateLane::start() {
+  if (handle_->deleted.load()) {
+    complete(Error::not_found("session " + handle_->id() + " was deleted"));
+    return false;
   }
+  auto lease = state_.session_seqs().take();
+  if (!lease && state_.offload_one()) lease = state_.session_seqs().take();
+  if (!lease) {
+    // Memory only, nothing can make room: say so at once.
+    if (state_.persistence() == nullptr) {
+      complete(Error::overloaded("all " + std::to_string(state_.session_seqs().size()) +
+                                 " session sequences are in use (--max-sessions)"));
+    }
+    return false;
+  }
+  auto created =
+      session::Session::create(state_.ctx(), handle_->config(), state_.layout(), std::move(*lease), state_.cells());
+  if (!created) {
+    Error e = created.error();
+    if (e.field == "retention.max_tokens" || e.field == "system") {
+      e.message += "; start the server with a larger --ctx-size (cells for all sequences) or fewer --max-sessions";
+    }
+    complete(std::move(e));
+    return false;
+  }
+  rt_ = std::make_shared<SessionRuntime>();
+  rt_->session = std::move(created).value();
+  rt_->handle = handle_;
+  rt_->tenant = tenant_;
+  session::Session& s = *rt_->session;
+
+  // A saved image, when there is one.
+  std::optional<store::SnapshotData> data = std::move(snapshot_);
+  snapshot_.reset();
+  if (!data && source_ == Source::kStore && state_.persistence() != nullptr && handle_->files()) {
+    auto loaded = state_.persistence()->load(*handle_->files());
+    if (loaded) {
+      data = std::move(loaded).value();
+    } else if (loaded.error().type != ErrorType::kNotFound) {
+      complete(loaded.error());
+      return false;
+    }
+  }
+  if (data) {
+    auto decoded = decode_session_snapshot(std::move(*data));
+    if (!decoded) {
+      complete(decoded.error());
+      return false;
+    }
+    auto& [meta, image] = *decoded;
+    if (meta.model_fingerprint != state_.model().fingerprint() || meta.kv_layout != state_.kv_layout()) {
+      complete(Error::damaged("the snapshot was made with another model or KV layout (model " + meta.model_fingerprint +
+                              ", " + meta.kv_layout + "; this server: model " + state_.model().fingerprint() + ", " +
+                              state_.kv_layout() + ")"));
+      return false;
+    }
+    if (Status st = s.restore(std::move(image)); !st) {
+      complete(st.error());
+      return false;
+    }
+    restored_ = std::move(meta);
+    finish();
+    return false;
+  }
+  // Set up by decoding. A resident session with the same Region 0 lends its cells.
+  setup_ = s.begin_setup(state_.region0_donor(s.region0_tokens()));
   if (!setup_ || setup_->done()) {
     finish();
+    return false;
+  }
+  return true;
+}
+
+sched::Demand CreateLane::poll(sched::Clock::time_point) {
+  if (!done_) return {};
+  if (!rt_ && !start()) return {};
+  if (!done_ || !setup_) return {};
+  if (handle_->deleted.load()) {
+    complete(Error::not_found("session " + handle_->id() + " was deleted"));
     return {};
   }
   return setup_->demand();
@@ -42,27 +131,51 @@ void CreateLane::follow(engine::SeqId leader, int n_tokens) {
 }
 
 void CreateLane::finish() {
-  if (!reply_) return;
   setup_.reset();
   SessionRuntime& rt = *rt_;
-  state_.sessions().emplace(rt.session->id(), rt_);
+  const session::Session& s = *rt.session;
+  SessionHandle& h = *handle_;
+  rt.snapshot_version = s.data_version();
+  if (restored_) {
+    // Flash answers saved with the snapshot still answer its version: no round for it.
+    bool current = true;
+    for (const auto& q : h.flash().list()) current = current && q.answer.version == s.data_version();
+    if (current) rt.flash_version = s.data_version();
+  }
+  state_.sessions().insert_or_assign(s.id(), rt_);
+  h.data_version = s.data_version();
+  h.seq_ingested = std::max<std::uint64_t>(h.seq_ingested.load(), s.last_record_seq());
   state_.publish_ready(rt);
   state_.refresh_snapshot(rt);
   state_.loop().add(std::make_unique<IngestLane>(state_, rt_));
   state_.loop().add(std::make_unique<FlashLane>(state_, rt_));
-  if (registered_) registered_();
-  auto reply = std::move(reply_);
-  reply_ = nullptr;
-  reply(rt.handle->snapshot());
+  h.residency = Residency::kResident;
+  // Records that came while it was away are ingested now.
+  if (h.pending() > 0) state_.loop().wake();
+  complete({});
+}
+
+void CreateLane::complete(Status status) {
+  if (!status.ok()) {
+    setup_.reset();
+    if (rt_) rt_->session.reset();  // the sequence goes back
+    rt_.reset();
+  }
+  if (done_) {
+    auto done = std::move(done_);
+    done_ = nullptr;
+    done(status);
+  }
 }
 
 void CreateLane::fail(const Error& error) {
-  setup_.reset();  // an unfinished setup clears the primary
-  if (reply_) {
-    auto reply = std::move(reply_);
-    reply_ = nullptr;
-    reply(error);
+  if (error.type == ErrorType::kTimeout && !rt_) {
+    complete(Error::overloaded("no room in the cache for session " + handle_->id() + ": all " +
+                               std::to_string(state_.session_seqs().size()) +
+                               " resident sessions were busy for too long; try again"));
+    return;
   }
+  complete(error);
 }
 
 }  // namespace aoi::service

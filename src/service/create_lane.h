@@ -1,45 +1,62 @@
-// A session's creation (SESSION): decodes Region 0 and the scaffold through shared passes (or copies Region 0
-// from a resident session with the same system text), then registers the session and starts its ingestion
-// and flash lanes. Sessions created at once with the same system text prefill it once (grouped prefill).
+// A session coming into the cache (SESSION): a new one, or one coming back from disk or from an exported
+// snapshot. It first takes a sequence (moving the least recently used idle session to disk when none is free
+// and there is a data directory; waiting up to StoreParams::resident_wait for one); then either decodes Region
+// 0 and the scaffold through shared passes (or copies Region 0 from a resident session with the same system
+// text), or restores a saved image (no forward pass). Then it makes the session resident: its ingestion and
+// flash lanes start, and `done` hears the outcome. Sessions created at once with the same system text prefill
+// it once (grouped prefill).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "aoi/sched/lane.h"
 #include "aoi/session/session_setup.h"
 #include "inference_state.h"
+#include "session_codec.h"
 
 namespace aoi::service {
 
 class CreateLane : public sched::Lane {
  public:
-  // registered: runs on the loop thread once the session is set up, before `reply` (the facade makes the
-  // handle visible there). reply: the outcome.
-  CreateLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, std::function<void()> registered,
-             std::function<void(Result<SessionSnapshot>)> reply);
+  // Where the session's state comes from: nothing (set it up by decoding), the data directory (its latest
+  // snapshot, or set up by decoding when it has none), or a given snapshot (an import).
+  enum class Source { kNew, kStore, kSnapshot };
+  // done: on the loop thread, once resident (the session is in state.sessions() and its lanes run) or failed.
+  CreateLane(InferenceState& state, std::shared_ptr<SessionHandle> handle, Source source,
+             std::optional<store::SnapshotData> snapshot, std::function<void(Status)> done);
+  ~CreateLane() override;
 
   sched::Priority priority() const override { return sched::Priority::kSession; }
-  std::uint64_t tenant() const override { return rt_->tenant; }
+  std::uint64_t tenant() const override { return tenant_; }
   std::string_view name() const override { return "session create"; }
   sched::Demand poll(sched::Clock::time_point now) override;
-  bool done() const override { return !reply_; }
+  bool done() const override { return !done_; }
+  std::optional<sched::Clock::time_point> deadline() const override;
   void add_rows(engine::Batch& batch, const sched::Grant& grant) override;
   void take() override;
   std::optional<sched::PrefixCandidate> prefix_candidate() const override;
-  engine::SeqId seq() const override { return rt_->session->seq(); }
+  engine::SeqId seq() const override { return rt_ && rt_->session ? rt_->session->seq() : -1; }
   void follow(engine::SeqId leader, int n_tokens) override;
   void fail(const Error& error) override;
 
  private:
+  // Takes a sequence and builds the session on it; false while it waits for one.
+  bool start();
   void finish();
+  void complete(Status status);
 
   InferenceState& state_;
+  std::shared_ptr<SessionHandle> handle_;
+  Source source_;
+  std::optional<store::SnapshotData> snapshot_;
+  std::function<void(Status)> done_;
+  std::uint64_t tenant_;
   std::shared_ptr<SessionRuntime> rt_;
   std::unique_ptr<session::SessionSetup> setup_;
-  bool started_ = false;
-  std::function<void()> registered_;
-  std::function<void(Result<SessionSnapshot>)> reply_;
+  std::optional<SnapshotMeta> restored_;  // the snapshot it was restored from
+  sched::Clock::time_point submitted_ = sched::Clock::now();
 };
 
 }  // namespace aoi::service

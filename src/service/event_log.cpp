@@ -12,6 +12,7 @@ std::uint64_t EventLog::publish(std::string type, nlohmann::json data) {
 }
 
 std::uint64_t EventLog::publish_locked(std::string type, nlohmann::json data) {
+  if (reserve_ && next_id_ > reserved_) reserved_ = reserve_(next_id_ - 1 + kIdBlock);
   Event e{next_id_++, std::move(type), std::move(data)};
   for (auto& [token, subscriber] : subscribers_) subscriber(e);
   kept_.push_back(std::move(e));
@@ -53,6 +54,13 @@ void EventLog::close(std::string type, nlohmann::json data) {
 std::uint64_t EventLog::last_id() const {
   std::lock_guard lock(mu_);
   return next_id_ - 1;
+}
+
+void EventLog::persist_ids(std::uint64_t last_id, std::function<std::uint64_t(std::uint64_t)> reserve) {
+  std::lock_guard lock(mu_);
+  next_id_ = last_id + 1;
+  reserved_ = last_id;
+  reserve_ = std::move(reserve);
 }
 
 size_t EventLog::n_subscribers() const {

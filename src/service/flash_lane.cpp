@@ -34,6 +34,7 @@ void FlashLane::start_round() {
   next_ = 0;
   version_ = 0;
   in_round_ = true;
+  rt_->flash_round = true;
   rt_->arbiter.pin();
   t_round_ = std::chrono::steady_clock::now();
 }
@@ -43,6 +44,7 @@ void FlashLane::end_round() {
   rt_->arbiter.forget(this);
   if (in_round_) rt_->arbiter.unpin();
   in_round_ = false;
+  rt_->flash_round = false;
 }
 
 bool FlashLane::begin_question() {

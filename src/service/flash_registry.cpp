@@ -98,3 +98,23 @@ void FlashRegistry::store(std::string_view fid, FlashAnswer answer) {
 }
 
 }  // namespace aoi::service
+
+namespace aoi::service {
+
+void FlashRegistry::restore(std::vector<FlashQuery> queries, std::uint64_t next_id) {
+  std::lock_guard lock(mu_);
+  entries_.clear();
+  for (auto& q : queries) {
+    std::string key = normalize_question(q.question);
+    const std::uint64_t hash = question_hash(key);
+    entries_.push_back({std::move(q), std::move(key), hash});
+  }
+  next_fid_ = std::max<std::uint64_t>(next_fid_, next_id);
+}
+
+std::uint64_t FlashRegistry::next_id() const {
+  std::lock_guard lock(mu_);
+  return next_fid_;
+}
+
+}  // namespace aoi::service

@@ -70,14 +70,16 @@ void PrimaryArbiter::forget(const void* who) {
   std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
 }
 
-InferenceState::InferenceState(const ServiceParams& params, engine::Context& ctx, const SeqLayout& seqs)
+InferenceState::InferenceState(const ServiceParams& params, engine::Context& ctx, const SeqLayout& seqs,
+                               Persistence* persistence)
     : params_(params),
       ctx_(ctx),
       layout_(session::PromptLayout::for_model(ctx.model())),
       cells_(static_cast<int>(ctx.n_ctx())),
       session_seqs_(0, seqs.sessions),
       pool_seqs_(seqs.sessions, seqs.pool),
-      spare_seqs_(seqs.sessions + seqs.pool, seqs.spares) {}
+      spare_seqs_(seqs.sessions + seqs.pool, seqs.spares),
+      persistence_(persistence) {}
 
 const session::Session* InferenceState::region0_donor(std::span<const engine::Token> region0) const {
   for (const auto& [id, rt] : sessions_) {

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -27,8 +29,12 @@
 #include "aoi/service/session_handle.h"
 #include "aoi/session/prompt_layout.h"
 #include "aoi/session/session.h"
+#include "aoi/store/snapshot_file.h"
 
 namespace aoi::service {
+
+class Persistence;
+struct SnapshotMeta;
 
 // Sequence ids (streams) the context has: sessions' first (so that they are consecutive), then the completion
 // slots, then the spares recompute eviction rebuilds windows on.
@@ -74,8 +80,8 @@ class PrimaryArbiter {
   int pins_ = 0;
 };
 
-// The loop-side state of one session. Its lanes share it; the session (and its sequence's cells) goes when
-// the registry entry and the last lane are gone.
+// The loop-side state of one resident session. Its lanes share it; the session (and its sequence's cells)
+// goes when the registry entry and the last lane are gone.
 struct SessionRuntime {
   std::unique_ptr<session::Session> session;
   std::shared_ptr<SessionHandle> handle;
@@ -83,6 +89,15 @@ struct SessionRuntime {
   std::uint64_t tenant = 0;
   std::uint64_t flash_version = 0;  // the data version of the last flash round
   bool ingesting = false;           // an append is in flight or records wait in its lane
+  bool flash_round = false;         // a flash round is in progress
+  int queries = 0;                  // question and export lanes using it (it stays in the cache meanwhile)
+  // Records ingestion rejected after the session's last appended record (their sequence numbers): a snapshot
+  // covers records up to that one, so these are rejected again when the log is replayed after it.
+  std::vector<std::uint64_t> rejected_pending;
+  // Since the last snapshot (data directory only).
+  std::uint64_t snapshot_version = 0;
+  std::uint64_t tokens_since_snapshot = 0;
+  std::chrono::steady_clock::time_point snapshot_time = std::chrono::steady_clock::now();
 };
 
 // The forward pass of the loop: llama_decode on the context.
@@ -97,7 +112,8 @@ class ContextForward : public sched::Forward {
 
 class InferenceState {
  public:
-  InferenceState(const ServiceParams& params, engine::Context& ctx, const SeqLayout& seqs);
+  // persistence: the data directory, or null (memory only).
+  InferenceState(const ServiceParams& params, engine::Context& ctx, const SeqLayout& seqs, Persistence* persistence);
 
   engine::Context& ctx() { return ctx_; }
   const engine::Model& model() const { return ctx_.model(); }
@@ -126,6 +142,32 @@ class InferenceState {
   // The ready logits' verdict for the current version, for the speculative path.
   void publish_ready(SessionRuntime& rt);
 
+  // ---- Durability and residency (residency.cpp) ----
+  Persistence* persistence() { return persistence_; }
+  // How the KV bytes of a snapshot are laid out: they restore only into the same layout.
+  std::string kv_layout() const;
+  // The session has nothing in flight: no append, the primary free. It can be saved now; the snapshot covers
+  // the records up to its last appended one (those ingestion holds beyond it are in the queue or the log).
+  bool settled(const SessionRuntime& rt) const;
+  // Settled, and nobody is using it: no question, no flash round, no records waiting. It can leave the cache.
+  bool idle(const SessionRuntime& rt) const;
+  // What a snapshot of the session holds besides its image.
+  SnapshotMeta snapshot_meta(const SessionRuntime& rt) const;
+  // Saves a settled session and queues the snapshot for writing; `written` (optional) hears how the write
+  // went, on the writer thread. Returns the milliseconds the loop spent copying the session's state out.
+  double take_snapshot(SessionRuntime& rt, std::function<void(const Status&, std::uint64_t, double)> written = {});
+  // A snapshot is due: new data since the last, and enough of it or long enough ago.
+  bool snapshot_due(const SessionRuntime& rt) const;
+  // Moves the least recently used idle resident session to disk, freeing its sequence. False: none is idle.
+  bool offload_one();
+  // Moves this idle resident session to disk (its snapshot queued for writing, its sequence freed).
+  void offload(const std::shared_ptr<SessionRuntime>& rt);
+  // Runs `then` once the session is resident (at once when it is), bringing it back from disk first; `then`
+  // gets the error when it cannot come back (damaged, deleted, no room in time). Loop thread.
+  void make_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then);
+  // The session is resident now (or failed to come back): runs the waiters.
+  void resident(const std::string& id, const Status& status);
+
   // Totals of deleted sessions, so the service's counters never go backwards. Any thread reads them.
   struct Gone {
     std::atomic<std::uint64_t> pushed{0}, dropped{0}, rejected{0}, ingested{0}, tokens{0};
@@ -142,7 +184,10 @@ class InferenceState {
   sched::SeqIdPool pool_seqs_;
   sched::SeqIdPool spare_seqs_;
   sched::InferenceLoop* loop_ = nullptr;
+  Persistence* persistence_;
   std::map<std::string, std::shared_ptr<SessionRuntime>, std::less<>> sessions_;
+  // Sessions on their way back from disk, and what waits for them.
+  std::map<std::string, std::vector<std::function<void(Status)>>, std::less<>> restoring_;
   std::uint64_t next_tenant_ = 1;
   Gone gone_;
 };

@@ -52,6 +52,7 @@ void IngestLane::fill_batch() {
   while (tokens < budget && h.pop(record)) {
     auto prepared = prepare(record);
     if (!prepared) {
+      rt_->rejected_pending.push_back(record.seq);
       h.counters().records_rejected.fetch_add(1, std::memory_order_relaxed);
       h.events().publish("error", {{"type", error_type_name(prepared.error().type)},
                                    {"message", prepared.error().message},
@@ -110,6 +111,10 @@ void IngestLane::start_appends() {
     // A naive session's append is bookkeeping: done at once, without a pass.
     if (append_->done()) complete_append();
   }
+  note_progress();
+}
+
+void IngestLane::note_progress() {
   rt_->ingesting = append_ != nullptr || !batch_.empty() || rt_->handle->pending() > 0;
 }
 
@@ -124,6 +129,8 @@ void IngestLane::try_finish_rebuild() {
 
 sched::Demand IngestLane::poll(sched::Clock::time_point) {
   if (append_ && append_->waits_for_primary()) try_finish_rebuild();
+  // Between appends: a due snapshot is taken here (no forward pass), before the next append begins.
+  if (!append_ && state_.snapshot_due(*rt_)) state_.take_snapshot(*rt_);
   if (!append_) start_appends();
   return append_ ? append_->demand() : sched::Demand{};
 }
@@ -154,6 +161,8 @@ void IngestLane::complete_append() {
   // pushed = ingested + dropped + rejected (+ pending) and retained = ingested - evicted.
   c.records_ingested.fetch_add(static_cast<std::uint64_t>(stats.records_added + stats.records_skipped));
   c.tokens_ingested.fetch_add(static_cast<std::uint64_t>(stats.tokens_added));
+  std::erase_if(rt.rejected_pending, [&](std::uint64_t seq) { return seq <= s.last_record_seq(); });
+  rt.tokens_since_snapshot += static_cast<std::uint64_t>(stats.tokens_added);
   // Queries read the ready verdict and these counters; clients read the snapshot. Publishing in this order
   // means a client who sees version v (or sequence n) in the snapshot gets answers at v or later.
   state_.publish_ready(rt);
@@ -179,10 +188,19 @@ void IngestLane::complete_append() {
                                       {"rebuilt", stats.rebuilt},
                                       {"ingest_ms", stats.decode_ms}});
   dropped_reported_ = dropped_total;
-  rt.ingesting = !batch_.empty() || h.pending() > 0;
+  note_progress();
 }
 
 void IngestLane::fail(const Error& error) {
+  if (error.type == ErrorType::kNotReady && state_.persistence() != nullptr && rt_->handle->files()) {
+    // Shutting down with a data directory: every record held here or waiting is in the session's log and is
+    // ingested after the restart. Nothing is dropped.
+    batch_.clear();
+    append_.reset();
+    release_primary();
+    rt_->ingesting = false;
+    return;
+  }
   // Deleted or shutting down: what this lane holds and what waits in the ring will not be ingested; count it
   // as dropped.
   drop_held(error);

@@ -42,6 +42,8 @@ class IngestLane : public sched::Lane {
   void try_finish_rebuild();
   void complete_append();
   void release_primary();
+  // Publishes whether ingestion holds or awaits records (SessionRuntime::ingesting).
+  void note_progress();
   // Dropping records counts them as dropped and says why.
   void drop(const Error& why, std::uint64_t n_records);
   void drop_held(const Error& why);  // everything: batch_ and the append in flight

@@ -20,11 +20,13 @@ QueryLane::QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, 
   // Its place in the session's queue, from now (a question asked before an append begins goes first) unless
   // it waits for data: then from when the data is in, so that it never holds up the ingestion it waits for.
   if (!request_.min_seq) rt_->arbiter.want(this, sched::Priority::kSession);
+  rt_->queries++;
 }
 
 QueryLane::~QueryLane() {
   query_.reset();
   rt_->arbiter.forget(this);
+  rt_->queries--;
 }
 
 void QueryLane::complete(Result<QueryOutcome> result) {

@@ -10,7 +10,10 @@
 #include "completion_lane.h"
 #include "create_lane.h"
 #include "inference_state.h"
+#include "persistence.h"
 #include "query_lane.h"
+#include "session_codec.h"
+#include "settle_lane.h"
 
 namespace aoi::service {
 namespace {
@@ -34,6 +37,8 @@ Service::~Service() { shutdown(); }
 
 bool Service::valid_session_id(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;
+  // Ids name directories in the data directory: none may start with '.' (".", "..", removals in progress).
+  if (id.front() == '.') return false;
   return std::all_of(id.begin(), id.end(),
                      [](unsigned char c) { return std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.'; });
 }
@@ -42,9 +47,19 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   if (params.max_sessions < 1) return Error::invalid("max_sessions", "must be at least 1");
   if (params.pool_slots < 0) return Error::invalid("pool_slots", "must not be negative");
   if (params.max_flash < 0) return Error::invalid("max_flash", "must not be negative");
+  if (params.store.max_stored_sessions < params.max_sessions) params.store.max_stored_sessions = params.max_sessions;
   auto seqs = seq_layout(params);
   if (!seqs) return seqs.error();
   std::unique_ptr<Service> s(new Service(std::move(params)));
+  if (!s->params_.store.data_dir.empty()) {
+    Persistence::Params pp;
+    pp.dir = s->params_.store.data_dir;
+    pp.fsync = s->params_.store.fsync;
+    pp.tick = std::chrono::duration_cast<std::chrono::milliseconds>(s->params_.store.snapshot_interval) / 2;
+    auto persistence = Persistence::open(std::move(pp));
+    if (!persistence) return persistence.error();
+    s->persistence_ = std::move(persistence).value();
+  }
   auto model = engine::Model::load(s->params_.model);
   if (!model) return model.error();
   s->model_ = std::move(model).value();
@@ -59,16 +74,100 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   s->ctx_ = std::move(ctx).value();
   s->cells_per_seq_ = static_cast<int>(s->ctx_->n_ctx_seq());
   s->forward_ = std::make_unique<ContextForward>(*s->ctx_);
-  s->state_ = std::make_unique<InferenceState>(s->params_, *s->ctx_, *seqs);
+  s->state_ = std::make_unique<InferenceState>(s->params_, *s->ctx_, *seqs, s->persistence_.get());
   sched::LoopParams lp = s->params_.loop;
   lp.n_batch = static_cast<int>(s->ctx_->n_batch());
   s->loop_ = std::make_unique<sched::InferenceLoop>(*s->forward_, s->state_->cells(), lp);
   s->state_->set_loop(s->loop_.get());
+  if (s->persistence_) {
+    // Due snapshots are taken by the loop when it runs; this makes it run now and then when nothing else does.
+    sched::InferenceLoop* loop = s->loop_.get();
+    s->persistence_->set_tick([loop] { loop->wake(); });
+    s->recover_sessions();
+  }
   return s;
 }
 
 void Service::shutdown() {
-  if (loop_) loop_->shutdown();
+  if (!loop_) return;
+  if (persistence_) persistence_->set_tick({});  // it wakes the loop, which is about to go
+  if (persistence_ && !loop_stopped_.exchange(true)) {
+    // A clean stop loses nothing and costs the next start nothing: every settled session is snapshotted (what
+    // is in flight is in the logs, ingested again at the next start).
+    InferenceState* st = state_.get();
+    std::promise<void> saved;
+    loop_->post(
+        [st, &saved] {
+          for (auto& [id, rt] : st->sessions()) {
+            if (st->settled(*rt) && rt->session->data_version() > rt->snapshot_version) st->take_snapshot(*rt);
+          }
+          saved.set_value();
+        },
+        [&saved](const Error&) { saved.set_value(); });
+    saved.get_future().wait();
+  }
+  loop_->shutdown();
+  if (persistence_) {
+    persistence_->flush();
+    persistence_->syncer().sync_now();
+  }
+}
+
+void Service::recover_sessions() {
+  auto recovered = persistence_->recover(model_->fingerprint(), state_->kv_layout());
+  std::vector<std::shared_ptr<SessionHandle>> back;
+  for (auto& r : recovered) {
+    for (const auto& w : r.warnings) spdlog::warn("session {}: {}", r.config.id, w);
+    auto handle = make_handle(r.config);
+    if (!handle) {
+      spdlog::error("session {}: {}", r.config.id, handle.error().message);
+      continue;
+    }
+    SessionHandle& h = **handle;
+    h.attach_files(r.files, r.files->log() ? &persistence_->syncer() : nullptr);
+    SessionFiles* files = r.files.get();
+    if (r.damage.empty()) {
+      h.events().persist_ids(r.event_ids_reserved,
+                             [files](std::uint64_t upto) { return files->reserve_event_ids(upto); });
+    }
+    h.flash().restore(std::move(r.flash), r.next_flash_id);
+    SessionSnapshot snap = h.snapshot();
+    snap.created_unix = r.created_unix;
+    SessionCounters& c = h.counters();
+    c.records_pushed = r.last_seq;
+    c.records_dropped = r.dropped_after;
+    if (r.snapshot) {
+      const SnapshotMeta& m = *r.snapshot;
+      c.records_ingested = m.records_ingested;
+      c.records_rejected = m.records_rejected;
+      c.records_dropped += m.records_dropped;
+      c.tokens_ingested = m.tokens_ingested;
+      c.queries = m.queries;
+      snap.rebuilds = m.rebuilds;
+      snap.flash_rounds = m.flash_rounds;
+      snap.data_version = m.data_version;
+      snap.last_seq_ingested = m.consumed_seq;
+      h.data_version = m.data_version;
+      h.seq_ingested = m.consumed_seq;
+    }
+    snap.damage = r.damage;
+    h.set_snapshot(std::move(snap));
+    h.resume(r.last_seq, std::move(r.tail));
+    h.residency = r.damage.empty() ? Residency::kOnDisk : Residency::kDamaged;
+    if (!r.damage.empty()) spdlog::error("session {}: damaged: {}", r.config.id, r.damage);
+    std::lock_guard lock(registry_mu_);
+    registry_.emplace(h.id(), *handle);
+    if (r.damage.empty()) back.push_back(*handle);
+  }
+  spdlog::info("{} sessions in {}", recovered.size(), persistence_->dir().string());
+  // The most recently created come back at once, as many as the cache holds; the others when used.
+  std::sort(back.begin(), back.end(),
+            [](const auto& a, const auto& b) { return a->snapshot().created_unix > b->snapshot().created_unix; });
+  if (back.size() > static_cast<size_t>(params_.max_sessions)) back.resize(static_cast<size_t>(params_.max_sessions));
+  for (auto& h : back) {
+    with_resident(
+        h, [](Status) {}, [](const Error&) {});
+  }
 }
 
 std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, const QueryRequest& request) const {
@@ -112,99 +211,123 @@ void Service::forget_creating(const std::string& id) {
   creating_.erase(id);
 }
 
-void Service::create_session(session::SessionConfig config, std::function<void(Result<SessionSnapshot>)> done) {
-  {
-    std::lock_guard lock(registry_mu_);
-    if (config.id.empty()) {
-      do {
-        config.id = "s" + std::to_string(next_auto_id_++);
-      } while (registry_.count(config.id) != 0 || creating_.count(config.id) != 0);
-    } else if (!valid_session_id(config.id)) {
-      done(Error::invalid("id", "session ids are 1-64 characters of letters, digits, '-', '_' and '.'"));
-      return;
-    }
-    if (registry_.count(config.id) != 0 || creating_.count(config.id) != 0) {
-      done(Error::conflict("session " + config.id + " exists"));
-      return;
-    }
-    if (static_cast<int>(registry_.size() + creating_.size()) >= params_.max_sessions) {
-      done(Error::overloaded("all " + std::to_string(params_.max_sessions) + " session slots are in use"));
-      return;
-    }
-    creating_.insert(config.id);
+Status Service::reserve_id(session::SessionConfig& config) {
+  std::lock_guard lock(registry_mu_);
+  if (config.id.empty()) {
+    do {
+      config.id = "s" + std::to_string(next_auto_id_++);
+    } while (registry_.count(config.id) != 0 || creating_.count(config.id) != 0);
+  } else if (!valid_session_id(config.id)) {
+    return Error::invalid(
+        "id", "session ids are 1-64 characters of letters, digits, '-', '_' and '.', not starting with '.'");
   }
+  if (registry_.count(config.id) != 0 || creating_.count(config.id) != 0) {
+    return Error::conflict("session " + config.id + " exists");
+  }
+  const int limit = persistence_ ? params_.store.max_stored_sessions : params_.max_sessions;
+  if (static_cast<int>(registry_.size() + creating_.size()) >= limit) {
+    return Error::overloaded("all " + std::to_string(limit) + " session slots are in use" +
+                             (persistence_ ? " (--max-stored-sessions)" : " (--max-sessions)"));
+  }
+  creating_.insert(config.id);
+  return {};
+}
+
+Result<std::shared_ptr<SessionHandle>> Service::make_handle(session::SessionConfig config) {
   // The renderer learns and times its fast path (~0.1 s): on the caller's thread, not the inference thread.
   std::unique_ptr<ingest::RecordRenderer> renderer;
   if (config.record_template) {
     auto tmpl = ingest::RecordTemplate::parse(*config.record_template);
-    if (!tmpl) {
-      forget_creating(config.id);
-      done(tmpl.error());
-      return;
-    }
+    if (!tmpl) return tmpl.error();
     renderer = std::make_unique<ingest::RecordRenderer>(*model_, std::move(tmpl).value());
   } else {
     renderer = std::make_unique<ingest::RecordRenderer>(*model_);
   }
-  auto handle = std::make_shared<SessionHandle>(config.id, params_.ring_capacity, params_.event_history,
+  const bool ready = config.ready && config.mode == session::SessionMode::kStateful;
+  const std::optional<session::ReadyQuestion> ready_question = config.ready;
+  // What is known before the session is in the cache (a session on disk shows it too).
+  SessionSnapshot snap;
+  snap.id = config.id;
+  snap.mode = config.mode;
+  snap.eviction = config.retention.policy;
+  snap.max_records = config.retention.max_records.value_or(0);
+  snap.evict_fraction = config.retention.evict_fraction;
+  snap.query_budget = config.query_budget;
+  auto handle = std::make_shared<SessionHandle>(std::move(config), params_.ring_capacity, params_.event_history,
                                                 static_cast<size_t>(params_.max_flash), std::move(renderer));
-  if (config.ready && config.mode == session::SessionMode::kStateful) {
+  handle->set_snapshot(std::move(snap));
+  if (ready) {
     // Each fast-answer word is known by its first token, with and without a leading space.
-    handle->ready_question = normalize_question(config.ready->question);
-    handle->ready_tau = config.ready->tau;
-    for (const auto& word : config.ready->vocab) {
+    handle->ready_question = normalize_question(ready_question->question);
+    handle->ready_tau = ready_question->tau;
+    for (const auto& word : ready_question->vocab) {
       for (const std::string& form : {word, " " + word}) {
         const auto tokens = model_->tokenize(form, false, false);
         if (!tokens.empty()) handle->ready_vocab.emplace_back(tokens.front(), word);
       }
     }
   }
-  SessionSnapshot snap;
-  snap.id = config.id;
-  snap.created_unix = unix_now();
-  handle->set_snapshot(snap);
+  return handle;
+}
 
-  const std::string id = config.id;
+void Service::with_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then,
+                            std::function<void(const Error&)> fail) {
+  handle->touch();
+  InferenceState* st = state_.get();
+  loop_->post([st, handle, then = std::move(then)]() mutable { st->make_resident(handle, std::move(then)); },
+              std::move(fail));
+}
+
+void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
+                            std::function<void(Result<SessionSnapshot>)> done) {
+  const std::string id = handle->id();
   auto reply = std::make_shared<std::function<void(Result<SessionSnapshot>)>>(std::move(done));
-  auto on_error = [this, id, reply](Error e) {
+  auto on_error = [this, id, handle, reply](Error e) {
     forget_creating(id);
+    if (persistence_ && handle->files()) (void)persistence_->remove(handle->files());
     (*reply)(std::move(e));
   };
+  const auto source = snapshot ? CreateLane::Source::kSnapshot : CreateLane::Source::kNew;
   loop_->post(
-      [this, config = std::move(config), handle, reply, on_error]() mutable {
+      [this, handle, source, snapshot = std::move(snapshot), reply, on_error]() mutable {
         InferenceState& st = *state_;
-        // A sequence first, and a window that fits it: what cannot be had is a clear error, never a smaller
-        // session.
-        auto primary = st.session_seqs().take();
-        if (!primary) return on_error(Error::overloaded("no free sequence for another session"));
-        auto created =
-            session::Session::create(st.ctx(), std::move(config), st.layout(), std::move(*primary), st.cells());
-        if (!created) {
-          Error e = created.error();
-          if (e.field == "retention.max_tokens" || e.field == "system") {
-            e.message +=
-                "; start the server with a larger --ctx-size (cells for all sequences) or fewer --max-sessions";
-          }
-          return on_error(std::move(e));
-        }
-        auto rt = std::make_shared<SessionRuntime>();
-        rt->session = std::move(created).value();
-        rt->handle = handle;
-        rt->tenant = st.next_tenant();
-        const std::string sid = rt->session->id();
-        st.loop().add(std::make_unique<CreateLane>(
-            st, rt,
-            [this, sid, handle] {
-              std::lock_guard lock(registry_mu_);
-              creating_.erase(sid);
-              registry_.emplace(sid, handle);
-            },
-            [reply, on_error](Result<SessionSnapshot> r) {
-              if (!r) return on_error(r.error());
-              (*reply)(std::move(r));
-            }));
+        st.loop().add(std::make_unique<CreateLane>(st, handle, source, std::move(snapshot),
+                                                   [this, handle, reply, on_error](Status status) {
+                                                     if (!status) return on_error(status.error());
+                                                     {
+                                                       std::lock_guard lock(registry_mu_);
+                                                       creating_.erase(handle->id());
+                                                       registry_.emplace(handle->id(), handle);
+                                                     }
+                                                     (*reply)(handle->snapshot());
+                                                   }));
       },
       [on_error](const Error& e) { on_error(e); });
+}
+
+void Service::create_session(session::SessionConfig config, std::function<void(Result<SessionSnapshot>)> done) {
+  if (Status st = reserve_id(config); !st) return done(st.error());
+  const std::string id = config.id;
+  auto handle = make_handle(std::move(config));
+  if (!handle) {
+    forget_creating(id);
+    return done(handle.error());
+  }
+  SessionSnapshot snap = (*handle)->snapshot();
+  snap.created_unix = unix_now();
+  (*handle)->set_snapshot(snap);
+  if (persistence_) {
+    // On disk before it exists: a restart brings it back from its configuration and log.
+    auto files = persistence_->create((*handle)->config(), snap.created_unix);
+    if (!files) {
+      forget_creating(id);
+      return done(files.error());
+    }
+    (*handle)->attach_files(*files, &persistence_->syncer());
+    SessionFiles* f = files->get();
+    (*handle)->events().persist_ids(0, [f](std::uint64_t upto) { return f->reserve_event_ids(upto); });
+  }
+  start_session(std::move(handle).value(), std::nullopt, std::move(done));
 }
 
 Result<SessionSnapshot> Service::create_session(session::SessionConfig config) {
@@ -230,15 +353,22 @@ void Service::delete_session(std::string_view id, std::function<void(Status)> do
         InferenceState& st = *state_;
         const auto it = st.sessions().find(handle->id());
         std::uint64_t dropped_pending = 0;
+        const std::uint64_t dropped_before = handle->counters().records_dropped.load();
         if (it != st.sessions().end() && it->second->handle == handle) {
           const std::uint64_t tenant = it->second->tenant;
           st.sessions().erase(it);
           // Its lanes end now: held records are counted as dropped, queries hear why.
-          const std::uint64_t dropped_before = handle->counters().records_dropped.load();
           st.loop().fail_lanes([tenant](const sched::Lane& lane) { return lane.tenant() == tenant; },
                                Error::not_found("session " + handle->id() + " was deleted"));
-          dropped_pending = handle->counters().records_dropped.load() - dropped_before;
+        } else {
+          // On disk: what waits in its queue goes too.
+          PendingRecord discard;
+          std::uint64_t n = 0;
+          while (handle->pop(discard)) ++n;
+          handle->counters().records_dropped.fetch_add(n);
         }
+        dropped_pending = handle->counters().records_dropped.load() - dropped_before;
+        st.resident(handle->id(), Error::not_found("session " + handle->id() + " was deleted"));
         const SessionCounters& c = handle->counters();
         InferenceState::Gone& gone = st.gone();
         gone.pushed += c.records_pushed.load();
@@ -247,6 +377,12 @@ void Service::delete_session(std::string_view id, std::function<void(Status)> do
         gone.ingested += c.records_ingested.load();
         gone.tokens += c.tokens_ingested.load();
         handle->events().close("session_deleted", {{"id", handle->id()}, {"dropped_pending", dropped_pending}});
+        // Its files go last (the closing event may still reserve event ids in them).
+        if (persistence_ && handle->files()) {
+          if (Status removed = persistence_->remove(handle->files()); !removed) {
+            spdlog::error("session {}: {}", handle->id(), removed.error().message);
+          }
+        }
         (*reply)({});
       },
       [reply](const Error& e) { (*reply)(e); });
@@ -283,9 +419,22 @@ std::vector<SessionSnapshot> Service::sessions() const {
 Result<PushResult> Service::push(std::string_view id, std::vector<RecordInput> records) {
   auto h = handle(id);
   if (!h) return Error::not_found("unknown session: " + std::string(id));
+  if (h->residency.load() == Residency::kDamaged) {
+    return Error::damaged("session " + h->id() + " is damaged: " + h->snapshot().damage);
+  }
   if (Status valid = h->validate(records); !valid) return valid.error();
-  PushResult result = h->push(std::move(records));
-  if (result.accepted > 0) loop_->wake();
+  auto result = h->push(std::move(records));
+  if (!result || result->accepted == 0) return result;
+  h->touch();
+  // A session on disk comes back for its records (the push does not wait for it). Paired with the fence in
+  // InferenceState::offload_one: one of the two sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h->residency.load() != Residency::kResident) {
+    with_resident(
+        h, [](Status) {}, [](const Error&) {});
+  } else {
+    loop_->wake();
+  }
   return result;
 }
 
@@ -301,8 +450,20 @@ Result<FlashQuery> Service::add_flash(std::string_view id, std::string question,
   if (normalize_question(question).empty()) return Error::invalid("question", "question is empty");
   auto added = h->flash().add(std::move(question), max_tokens);
   if (!added) return added.error();
+  if (h->files()) {
+    // Registered only once it is on disk: a restart keeps it.
+    if (Status st = h->files()->save_flash(h->flash().list(), h->flash().next_id()); !st) {
+      (void)h->flash().remove(added->fid);
+      return st.error();
+    }
+  }
   h->flash_requested = true;  // an answer for the current version
-  loop_->wake();
+  if (h->residency.load() == Residency::kResident) {
+    loop_->wake();
+  } else {
+    with_resident(
+        h, [](Status) {}, [](const Error&) {});
+  }
   return added;
 }
 
@@ -315,7 +476,11 @@ Result<std::vector<FlashQuery>> Service::list_flash(std::string_view id) const {
 Status Service::remove_flash(std::string_view id, std::string_view fid) {
   auto h = handle(id);
   if (!h) return Error::not_found("unknown session: " + std::string(id));
-  return h->flash().remove(fid);
+  if (Status st = h->flash().remove(fid); !st) return st;
+  if (h->files()) {
+    if (Status st = h->files()->save_flash(h->flash().list(), h->flash().next_id()); !st) return st;
+  }
+  return {};
 }
 
 void Service::query(std::string_view id, QueryRequest request, std::function<void(std::string_view)> on_text,
@@ -326,9 +491,15 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
     return;
   }
   if (request.wait_timeout > params_.max_wait) request.wait_timeout = params_.max_wait;
+  if (const std::uint64_t replay = h->replay_until.load(); replay > h->seq_ingested.load()) {
+    // Back from a restart with records to ingest again: answer on them, as the session would have.
+    request.min_seq = std::max(request.min_seq.value_or(0), replay);
+    request.wait_timeout = params_.max_wait;
+  }
   queries_.fetch_add(1, std::memory_order_relaxed);
   const auto t0 = std::chrono::steady_clock::now();
   if (auto fast = answer_without_inference(*h, request)) {
+    // (Served from memory: a session on disk stays there.)
     h->counters().queries.fetch_add(1, std::memory_order_relaxed);
     fast->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (on_text && !fast->answer.text.empty()) on_text(fast->answer.text);
@@ -336,15 +507,17 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
     return;
   }
   auto reply = std::make_shared<std::function<void(Result<QueryOutcome>)>>(std::move(done));
-  loop_->post(
-      [this, h, request = std::move(request), on_text = std::move(on_text), reply]() mutable {
-        InferenceState& st = *state_;
-        const auto it = st.sessions().find(h->id());
-        if (it == st.sessions().end() || it->second->handle != h) {
+  InferenceState* st = state_.get();
+  with_resident(
+      h,
+      [st, h, request = std::move(request), on_text = std::move(on_text), reply](Status resident) mutable {
+        if (!resident) return (*reply)(resident.error());
+        const auto it = st->sessions().find(h->id());
+        if (it == st->sessions().end() || it->second->handle != h) {
           return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
         }
-        st.loop().add(std::make_unique<QueryLane>(st, it->second, std::move(request), std::move(on_text),
-                                                  [reply](Result<QueryOutcome> r) { (*reply)(std::move(r)); }));
+        st->loop().add(std::make_unique<QueryLane>(*st, it->second, std::move(request), std::move(on_text),
+                                                   [reply](Result<QueryOutcome> r) { (*reply)(std::move(r)); }));
       },
       [reply](const Error& e) { (*reply)(e); });
 }
@@ -416,10 +589,13 @@ void Service::prompt(std::string_view id, std::string question, std::function<vo
     return;
   }
   auto reply = std::make_shared<std::function<void(Result<Prompt>)>>(std::move(done));
-  loop_->post(
-      [this, h, question = std::move(question), reply] {
-        const auto it = state_->sessions().find(h->id());
-        if (it == state_->sessions().end()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+  InferenceState* st = state_.get();
+  with_resident(
+      h,
+      [st, h, question = std::move(question), reply](Status resident) {
+        if (!resident) return (*reply)(resident.error());
+        const auto it = st->sessions().find(h->id());
+        if (it == st->sessions().end()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
         const session::Session& s = *it->second->session;
         Prompt p;
         p.context = s.context_tokens();
@@ -432,6 +608,163 @@ void Service::prompt(std::string_view id, std::string question, std::function<vo
         (*reply)(std::move(p));
       },
       [reply](const Error& e) { (*reply)(e); });
+}
+
+void Service::export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done) {
+  auto h = handle(id);
+  if (!h) {
+    done(Error::not_found("unknown session: " + std::string(id)));
+    return;
+  }
+  auto reply = std::make_shared<std::function<void(Result<ExportedSession>)>>(std::move(done));
+  InferenceState* st = state_.get();
+  with_resident(
+      h,
+      [st, h, reply](Status resident) {
+        if (!resident) return (*reply)(resident.error());
+        const auto it = st->sessions().find(h->id());
+        if (it == st->sessions().end()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        st->loop().add(std::make_unique<SettleLane>(
+            *st, it->second,
+            [st, reply](SessionRuntime& rt) {
+              const SnapshotMeta meta = st->snapshot_meta(rt);
+              ExportedSession out;
+              out.last_seq = meta.consumed_seq;
+              out.data_version = meta.data_version;
+              out.snapshot = encode_session_snapshot(meta, rt.session->save());
+              (*reply)(std::move(out));
+            },
+            [reply](const Error& e) { (*reply)(e); }));
+      },
+      [reply](const Error& e) { (*reply)(e); });
+}
+
+void Service::save_session(std::string_view id, std::function<void(Result<SaveOutcome>)> done) {
+  auto h = handle(id);
+  if (!h) return done(Error::not_found("unknown session: " + std::string(id)));
+  if (!persistence_)
+    return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
+  auto reply = std::make_shared<std::function<void(Result<SaveOutcome>)>>(std::move(done));
+  InferenceState* st = state_.get();
+  with_resident(
+      h,
+      [st, h, reply](Status resident) {
+        if (!resident) return (*reply)(resident.error());
+        const auto it = st->sessions().find(h->id());
+        if (it == st->sessions().end()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        st->loop().add(std::make_unique<SettleLane>(
+            *st, it->second,
+            [st, reply](SessionRuntime& rt) {
+              auto out = std::make_shared<SaveOutcome>();
+              out->tokens = rt.session->cells_used();
+              out->last_seq = rt.session->last_record_seq();
+              out->copy_ms = st->take_snapshot(rt, [reply, out](const Status& written, std::uint64_t bytes, double ms) {
+                if (!written) return (*reply)(written.error());
+                out->bytes = bytes;
+                out->write_ms = ms;
+                (*reply)(*out);
+              });
+            },
+            [reply](const Error& e) { (*reply)(e); }));
+      },
+      [reply](const Error& e) { (*reply)(e); });
+}
+
+void Service::unload_session(std::string_view id, std::function<void(Status)> done) {
+  auto h = handle(id);
+  if (!h) return done(Error::not_found("unknown session: " + std::string(id)));
+  if (!persistence_)
+    return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
+  auto reply = std::make_shared<std::function<void(Status)>>(std::move(done));
+  InferenceState* st = state_.get();
+  loop_->post(
+      [st, h, reply] {
+        const auto it = st->sessions().find(h->id());
+        if (it == st->sessions().end() || it->second->handle != h) return (*reply)({});  // on disk already
+        if (!st->idle(*it->second)) {
+          return (*reply)(Error::conflict("session " + h->id() +
+                                          " is working (ingesting, answering or in a flash "
+                                          "round); it goes to disk once idle and another session needs room"));
+        }
+        st->offload(it->second);
+        (*reply)({});
+      },
+      [reply](const Error& e) { (*reply)(e); });
+}
+
+void Service::load_session(std::string_view id, std::function<void(Result<double>)> done) {
+  auto h = handle(id);
+  if (!h) return done(Error::not_found("unknown session: " + std::string(id)));
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool resident = h->residency.load() == Residency::kResident;
+  auto reply = std::make_shared<std::function<void(Result<double>)>>(std::move(done));
+  with_resident(
+      h,
+      [reply, t0, resident](Status st) {
+        if (!st) return (*reply)(st.error());
+        (*reply)(resident ? 0.0
+                          : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      },
+      [reply](const Error& e) { (*reply)(e); });
+}
+
+void Service::import_session(store::SnapshotData snapshot, std::string id,
+                             std::function<void(Result<SessionSnapshot>)> done) {
+  auto meta = decode_snapshot_meta(snapshot.meta);
+  if (!meta) return done(meta.error());
+  if (meta->model_fingerprint != model_->fingerprint() || meta->kv_layout != state_->kv_layout()) {
+    return done(Error::damaged("the snapshot was made with another model or KV layout (model " +
+                               meta->model_fingerprint + ", " + meta->kv_layout + "; this server: model " +
+                               model_->fingerprint() + ", " + state_->kv_layout() + ")"));
+  }
+  session::SessionConfig config = meta->config;
+  if (!id.empty()) config.id = std::move(id);
+  if (Status st = reserve_id(config); !st) return done(st.error());
+  const std::string sid = config.id;
+  // The snapshot carries the configuration under the old id: the session runs under the new one.
+  snapshot.meta["config"] = config_to_json(config);
+  auto handle = make_handle(std::move(config));
+  if (!handle) {
+    forget_creating(sid);
+    return done(handle.error());
+  }
+  SessionHandle& h = **handle;
+  SessionSnapshot snap = h.snapshot();
+  snap.created_unix = unix_now();
+  snap.rebuilds = meta->rebuilds;
+  snap.flash_rounds = meta->flash_rounds;
+  h.set_snapshot(snap);
+  SessionCounters& c = h.counters();
+  c.records_pushed = meta->consumed_seq;
+  c.records_ingested = meta->records_ingested;
+  c.records_rejected = meta->records_rejected;
+  c.records_dropped = meta->records_dropped;
+  c.tokens_ingested = meta->tokens_ingested;
+  c.queries = meta->queries;
+  h.flash().restore(meta->flash, meta->next_flash_id);
+  h.data_version = meta->data_version;
+  h.seq_ingested = meta->consumed_seq;
+  if (persistence_) {
+    auto files = persistence_->create(h.config(), snap.created_unix);
+    if (!files) {
+      forget_creating(sid);
+      return done(files.error());
+    }
+    h.attach_files(*files, &persistence_->syncer());
+    if (Status st = (*files)->save_flash(h.flash().list(), h.flash().next_id()); !st) {
+      (void)persistence_->remove(*files);
+      forget_creating(sid);
+      return done(st.error());
+    }
+    SessionFiles* f = files->get();
+    h.events().persist_ids(meta->last_event_id, [f](std::uint64_t upto) { return f->reserve_event_ids(upto); });
+    // Its snapshot is its starting point on disk too (the log begins after it).
+    persistence_->save(*files, std::make_shared<const store::SnapshotData>(snapshot), meta->consumed_seq);
+  } else {
+    h.events().persist_ids(meta->last_event_id, {});
+  }
+  h.resume(meta->consumed_seq, {});
+  start_session(std::move(handle).value(), std::move(snapshot), std::move(done));
 }
 
 void Service::run_on_inference_thread(std::function<void()> fn) {
@@ -473,8 +806,22 @@ ServiceStats Service::stats() const {
     st.records_rejected += c.records_rejected.load();
     st.records_ingested += c.records_ingested.load();
     st.tokens_ingested += c.tokens_ingested.load();
+    switch (h->residency.load()) {
+      case Residency::kResident: st.sessions_resident++; break;
+      case Residency::kOnDisk:
+      case Residency::kRestoring: st.sessions_on_disk++; break;
+      case Residency::kDamaged: st.sessions_damaged++; break;
+    }
   }
   st.queries = queries_.load();
+  if (persistence_) {
+    const Persistence::Stats p = persistence_->stats();
+    st.durable = true;
+    st.snapshots_written = p.snapshots_written;
+    st.snapshot_errors = p.snapshot_errors;
+    st.snapshot_bytes = p.snapshot_bytes;
+    st.log_syncs = persistence_->syncer().syncs();
+  }
   return st;
 }
 

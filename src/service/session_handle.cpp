@@ -1,15 +1,60 @@
 #include "aoi/service/session_handle.h"
 
+#include <spdlog/spdlog.h>
+
+#include "aoi/store/log_syncer.h"
+#include "persistence.h"
+#include "session_codec.h"
+
 namespace aoi::service {
 
-SessionHandle::SessionHandle(std::string id, size_t ring_capacity, size_t event_history, size_t max_flash,
-                             std::unique_ptr<ingest::RecordRenderer> renderer)
-    : id_(std::move(id)),
+const char* residency_name(Residency residency) {
+  switch (residency) {
+    case Residency::kResident: return "resident";
+    case Residency::kOnDisk: return "on_disk";
+    case Residency::kRestoring: return "restoring";
+    case Residency::kDamaged: return "damaged";
+  }
+  return "resident";
+}
+
+SessionHandle::SessionHandle(session::SessionConfig config, size_t ring_capacity, size_t event_history,
+                             size_t max_flash, std::unique_ptr<ingest::RecordRenderer> renderer)
+    : config_(std::move(config)),
       renderer_(std::move(renderer)),
       ring_(ring_capacity),
       events_(event_history),
       flash_(max_flash) {
-  snapshot_.id = id_;
+  snapshot_.id = config_.id;
+  touch();
+}
+
+void SessionHandle::attach_files(std::shared_ptr<SessionFiles> files, store::LogSyncer* syncer) {
+  files_ = std::move(files);
+  syncer_ = syncer;
+}
+
+void SessionHandle::resume(std::uint64_t last_seq, std::vector<PendingRecord> backlog) {
+  std::lock_guard lock(producer_mu_);
+  next_seq_ = last_seq + 1;
+  last_pushed_.store(last_seq, std::memory_order_release);
+  if (!backlog.empty()) replay_until.store(backlog.back().seq);
+  backlog_.assign(std::make_move_iterator(backlog.begin()), std::make_move_iterator(backlog.end()));
+  backlog_size_.store(backlog_.size(), std::memory_order_release);
+}
+
+bool SessionHandle::pop(PendingRecord& out) {
+  if (!backlog_.empty()) {
+    out = std::move(backlog_.front());
+    backlog_.pop_front();
+    backlog_size_.store(backlog_.size(), std::memory_order_release);
+    return true;
+  }
+  return ring_.pop(out);
+}
+
+void SessionHandle::touch() {
+  last_used_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 Status SessionHandle::validate(const std::vector<RecordInput>& records) const {
@@ -29,27 +74,59 @@ Status SessionHandle::validate(const std::vector<RecordInput>& records) const {
   return {};
 }
 
-PushResult SessionHandle::push(std::vector<RecordInput> records) {
+Result<PushResult> SessionHandle::push(std::vector<RecordInput> records) {
   PushResult result;
   if (records.empty()) return result;
-  std::lock_guard lock(producer_mu_);
-  const auto now = std::chrono::steady_clock::now();
-  if (last_push_.time_since_epoch().count() != 0) {
-    const double interval = std::chrono::duration<double, std::milli>(now - last_push_).count();
-    const double smoothed = push_interval_ms_.load(std::memory_order_relaxed);
-    push_interval_ms_.store(smoothed == 0 ? interval : 0.8 * smoothed + 0.2 * interval, std::memory_order_relaxed);
+  std::uint64_t logged_to = 0;
+  {
+    std::lock_guard lock(producer_mu_);
+    if (files_ && !files_->log()) return Error::damaged("session " + id() + " has no usable log");
+    if (files_) {
+      // Logged before anything else: a record is accepted only once a crash can no longer lose it.
+      std::vector<store::LogEntry> entries(records.size());
+      for (size_t i = 0; i < records.size(); ++i) {
+        entries[i].seq = entries[i].last_seq = next_seq_ + i;
+        entries[i].data = encode_record(records[i]);
+      }
+      if (Status st = files_->log()->append(entries); !st) return st.error();
+      logged_to = files_->log()->appended();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (last_push_.time_since_epoch().count() != 0) {
+      const double interval = std::chrono::duration<double, std::milli>(now - last_push_).count();
+      const double smoothed = push_interval_ms_.load(std::memory_order_relaxed);
+      push_interval_ms_.store(smoothed == 0 ? interval : 0.8 * smoothed + 0.2 * interval, std::memory_order_relaxed);
+    }
+    last_push_ = now;
+    result.first_seq = next_seq_;
+    std::uint64_t first_dropped = 0;
+    for (auto& record : records) {
+      if (ring_.push(PendingRecord{next_seq_, std::move(record)}) > 0) {
+        // The ring drops its oldest: the record pushed `capacity` pushes ago (the ring holds consecutive
+        // sequence numbers), so drops of one push are consecutive too.
+        if (result.dropped == 0) first_dropped = next_seq_ - ring_.capacity();
+        ++result.dropped;
+      }
+      ++next_seq_;
+    }
+    result.accepted = records.size();
+    result.last_seq = next_seq_ - 1;
+    last_pushed_.store(result.last_seq, std::memory_order_release);
+    counters_.records_pushed.fetch_add(result.accepted, std::memory_order_relaxed);
+    counters_.records_dropped.fetch_add(result.dropped, std::memory_order_relaxed);
+    if (files_ && result.dropped > 0) {
+      // So that a restart does not ingest what was dropped. Should this fail, a restart ingests them: more
+      // data than the session had, never less.
+      const store::LogEntry drop{store::LogKind::kDropped, first_dropped, first_dropped + result.dropped - 1, {}};
+      if (Status st = files_->log()->append({&drop, 1}); !st) spdlog::warn("{}", st.error().message);
+    }
   }
-  last_push_ = now;
-  result.first_seq = next_seq_;
-  for (auto& record : records) {
-    result.dropped += ring_.push(PendingRecord{next_seq_, std::move(record)});
-    ++next_seq_;
+  if (syncer_ != nullptr) {
+    if (Status st = syncer_->wait(files_->log(), logged_to); !st) {
+      return Error::storage("records " + std::to_string(result.first_seq) + ".." + std::to_string(result.last_seq) +
+                            " are queued for ingestion but could not be made durable: " + st.error().message);
+    }
   }
-  result.accepted = records.size();
-  result.last_seq = next_seq_ - 1;
-  last_pushed_.store(result.last_seq, std::memory_order_release);
-  counters_.records_pushed.fetch_add(result.accepted, std::memory_order_relaxed);
-  counters_.records_dropped.fetch_add(result.dropped, std::memory_order_relaxed);
   return result;
 }
 

@@ -1,8 +1,9 @@
 // Shared helpers for the aoi black-box integration tests: start and stop a server per test file, make HTTP
 // requests, read server-sent events, wait for ingestion. Only Node's standard library is used here.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { before, after, afterEach } from 'node:test';
@@ -103,8 +104,15 @@ export class Server {
   }
 }
 
+// A fresh, empty data directory (the caller removes it).
+export function tempDataDir() {
+  return mkdtempSync(path.join(os.tmpdir(), 'aoi-data-'));
+}
+
 // Starts `aoi serve` on an ephemeral port and waits for its ready line.
-// opts: { apiKey, apiKeys: [], maxBodyBytes, maxSessions, ctxSize, args: [] }
+// opts: { apiKey, apiKeys: [], maxBodyBytes, maxSessions, ctxSize, args: [], dataDir, memoryOnly }
+// Every server keeps its sessions in a data directory: `dataDir` when given (kept: a restart finds it), else a
+// fresh one removed when the server exits; `memoryOnly` for none.
 export async function startServer(opts = {}) {
   if (!existsSync(AOI_BIN)) throw new Error(`aoi binary not found: ${AOI_BIN} (set AOI_BIN)`);
   if (!existsSync(AOI_MODEL)) throw new Error(`model not found: ${AOI_MODEL} (set AOI_MODEL)`);
@@ -116,12 +124,20 @@ export async function startServer(opts = {}) {
   for (const k of keys) args.push('--api-key', k);
   if (opts.maxBodyBytes != null) args.push('--max-body-bytes', String(opts.maxBodyBytes));
   if (opts.maxSessions != null) args.push('--max-sessions', String(opts.maxSessions));
+  let ownDir = null;
+  if (opts.memoryOnly) {
+    args.push('--memory-only');
+  } else {
+    const dir = opts.dataDir ?? (ownDir = tempDataDir());
+    args.push('--data-dir', dir);
+  }
   if (opts.args) args.push(...opts.args);
   // Extra options for every server (e.g. AOI_SERVE_ARGS="--flash-attn on"), split on whitespace.
   if (process.env.AOI_SERVE_ARGS) args.push(...process.env.AOI_SERVE_ARGS.trim().split(/\s+/));
 
   const child = spawn(AOI_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
+  if (ownDir) child.once('exit', () => rmSync(ownDir, { recursive: true, force: true }));
   const output = { text: '' };
   const verbose = !!process.env.AOI_TEST_VERBOSE;
   const keep = (chunk) => {
@@ -160,6 +176,7 @@ export async function startServer(opts = {}) {
   } catch (err) {
     child.kill('SIGKILL');
     live.delete(child);
+    if (ownDir) rmSync(ownDir, { recursive: true, force: true });
     throw err;
   }
   const server = new Server(child, url, output);

@@ -5,12 +5,14 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "aoi/engine/context.h"
 #include "aoi/server/server.h"
 #include "aoi/service/service.h"
+#include "aoi/store/log_syncer.h"
 
 namespace aoi::cli {
 namespace {
@@ -64,6 +66,34 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--max-flash", o.max_flash, "flash queries per session")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
+  app.add_option("--data-dir", o.data_dir,
+                 "where sessions live on disk: logs of accepted records and snapshots; a restart brings every "
+                 "session back (default: $AOI_DATA_DIR, else $XDG_STATE_HOME/aoi, else ~/.local/state/aoi)");
+  app.add_flag("--memory-only", o.memory_only, "keep sessions in memory only: a restart loses them");
+  app.add_option("--fsync", o.fsync,
+                 "when accepted records reach the disk: always (before the push is acknowledged), everysec "
+                 "(a crash of the process loses nothing, a power loss up to a second), no (the kernel decides)")
+      ->check(CLI::IsMember({"always", "everysec", "no"}))
+      ->capture_default_str();
+  app.add_option("--snapshot-interval", o.snapshot_interval,
+                 "seconds between snapshots of a session with new data (the log holds what came after)")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--snapshot-tokens", o.snapshot_tokens, "a snapshot after this many new record tokens")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--max-stored-sessions", o.max_stored_sessions,
+                 "sessions kept in all, in the cache and on disk (--max-sessions bounds those in the cache; "
+                 "beyond it the least recently used idle session moves to disk)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+}
+
+std::string default_data_dir() {
+  if (const char* d = std::getenv("AOI_DATA_DIR"); d != nullptr && *d != '\0') return d;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && *x != '\0') return std::string(x) + "/aoi";
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') return std::string(h) + "/.local/state/aoi";
+  return ".aoi";
 }
 
 int run_serve(const ServeOptions& o) {
@@ -118,6 +148,13 @@ int run_serve(const ServeOptions& o) {
   sp.spare_seqs = o.spare_seqs;
   sp.ring_capacity = o.ring_capacity;
   sp.max_flash = o.max_flash;
+  if (!o.memory_only) {
+    sp.store.data_dir = o.data_dir.empty() ? default_data_dir() : o.data_dir;
+    sp.store.fsync = *store::parse_fsync_policy(o.fsync);
+    sp.store.snapshot_interval = std::chrono::seconds(o.snapshot_interval);
+    sp.store.snapshot_tokens = o.snapshot_tokens;
+    sp.store.max_stored_sessions = o.max_stored_sessions;
+  }
 
   auto service = service::Service::start(sp);
   if (!service) {
@@ -138,6 +175,12 @@ int run_serve(const ServeOptions& o) {
       static_cast<double>(stats.kv_cells_total) * static_cast<double>(engine::kv_bytes_per_token(model, sp.context)) /
           1e6,
       stats.kv_cells_per_seq, o.max_sessions, stats.kv_cells_per_seq, o.pool_slots);
+  if (sp.store.data_dir.empty()) {
+    std::printf("aoi: sessions in memory only (--memory-only): a restart loses them\n");
+  } else {
+    std::printf("aoi: sessions in %s (fsync %s): %d on disk, %d in the cache\n", sp.store.data_dir.c_str(),
+                o.fsync.c_str(), stats.sessions_on_disk, stats.sessions_resident);
+  }
   std::printf("aoi: listening on http://%s:%u\n", o.host.c_str(), server.port());
   std::fflush(stdout);
 

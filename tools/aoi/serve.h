@@ -27,7 +27,17 @@ struct ServeOptions {
   int io_threads = 2;
   std::size_t ring_capacity = 4096;
   int max_flash = 16;
+  // Sessions on disk: a directory (default: default_data_dir()), or none with --memory-only.
+  std::string data_dir;
+  bool memory_only = false;
+  std::string fsync = "everysec";
+  int snapshot_interval = 60;  // seconds
+  int snapshot_tokens = 4096;
+  int max_stored_sessions = 10000;
 };
+
+// $AOI_DATA_DIR, else $XDG_STATE_HOME/aoi, else $HOME/.local/state/aoi (the XDG base directory for state).
+std::string default_data_dir();
 
 void add_serve_options(CLI::App& app, ServeOptions& o);
 int run_serve(const ServeOptions& o);

@@ -56,6 +56,7 @@ class Record {
   void set(std::string name, FieldValue value);
   const FieldValue* find(std::string_view name) const;  // null when the record has no such field
   std::size_t size() const { return fields_.size(); }
+  const std::vector<std::pair<std::string, FieldValue>>& fields() const { return fields_; }
 
  private:
   std::vector<std::pair<std::string, FieldValue>> fields_;

@@ -80,6 +80,9 @@ class InferenceLoop {
   void add(std::unique_ptr<Lane> lane);
   // Fails (and removes) the lanes `pred` picks, e.g. a deleted session's.
   void fail_lanes(const std::function<bool(const Lane&)>& pred, const Error& error);
+  // Removes the lanes `pred` picks without failing them: idle lanes nobody waits on (a session moving out of
+  // the cache). They are never polled again and are destroyed after the current step.
+  void retire_lanes(const std::function<bool(const Lane&)>& pred);
 
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_id_; }
   std::uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }

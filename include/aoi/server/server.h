@@ -23,6 +23,9 @@ struct ServerOptions {
   std::uint16_t port = 8080;          // 0: any free port (see port())
   std::vector<std::string> api_keys;  // when set, every endpoint but /health needs one
   std::size_t max_body_bytes = 16u << 20;
+  // A session snapshot uploaded to POST /v1/sessions (application/octet-stream) may be larger, and take longer.
+  std::uint64_t max_import_bytes = 8ull << 30;
+  std::chrono::seconds import_timeout{600};
   int io_threads = 2;
   std::string model_name = "aoi";            // what /v1/models reports
   std::chrono::seconds request_timeout{30};  // to receive a whole request (slow clients are cut off)

@@ -41,15 +41,23 @@ class EventLog {
   std::uint64_t last_id() const;
   size_t n_subscribers() const;
 
+  // Ids that must keep increasing across restarts (a client resumes after the last id it saw): the log
+  // continues after `last_id`, and asks `reserve` for room before it hands out an id past what was reserved
+  // (reserve(n) makes ids up to n safe to use, durably, and returns the new bound). Set once, before use.
+  void persist_ids(std::uint64_t last_id, std::function<std::uint64_t(std::uint64_t)> reserve);
+  static constexpr std::uint64_t kIdBlock = 4096;  // ids reserved at a time
+
  private:
   std::uint64_t publish_locked(std::string type, nlohmann::json data);  // mu_ held
   mutable std::mutex mu_;
   size_t history_;
-  std::deque<Event> kept_;                           // guarded by mu_
-  std::map<std::uint64_t, Subscriber> subscribers_;  // guarded by mu_
-  std::uint64_t next_id_ = 1;                        // guarded by mu_
-  std::uint64_t next_token_ = 1;                     // guarded by mu_
-  bool closed_ = false;                              // guarded by mu_
+  std::deque<Event> kept_;                               // guarded by mu_
+  std::map<std::uint64_t, Subscriber> subscribers_;      // guarded by mu_
+  std::uint64_t next_id_ = 1;                            // guarded by mu_
+  std::uint64_t next_token_ = 1;                         // guarded by mu_
+  bool closed_ = false;                                  // guarded by mu_
+  std::function<std::uint64_t(std::uint64_t)> reserve_;  // guarded by mu_
+  std::uint64_t reserved_ = 0;                           // guarded by mu_: ids up to it are safe
 };
 
 }  // namespace aoi::service

@@ -55,6 +55,10 @@ class FlashRegistry {
   // Records an answer (ignored when the query was removed meanwhile).
   void store(std::string_view fid, FlashAnswer answer);
 
+  // Brings back queries saved earlier, with their ids and answers; the next id is at least next_id.
+  void restore(std::vector<FlashQuery> queries, std::uint64_t next_id);
+  std::uint64_t next_id() const;
+
  private:
   struct Entry {
     FlashQuery query;

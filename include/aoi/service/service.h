@@ -34,10 +34,29 @@
 #include "aoi/service/session_handle.h"
 #include "aoi/session/session.h"
 #include "aoi/session/session_config.h"
+#include "aoi/store/log_syncer.h"
+#include "aoi/store/snapshot_file.h"
 
 namespace aoi::service {
 
 class InferenceState;
+class Persistence;
+
+// Where sessions live on disk (aoi serve --data-dir). Without a directory everything is in memory and a
+// restart loses it.
+struct StoreParams {
+  std::string data_dir;  // empty: memory only
+  store::FsyncPolicy fsync = store::FsyncPolicy::kEverySecond;
+  // A resident session is snapshotted when it has new data and either this many record tokens arrived since
+  // its last snapshot or this long has passed (and at a clean shutdown, and when it leaves the cache). What
+  // came after the last snapshot is ingested again from the log at a restart.
+  int snapshot_tokens = 4096;
+  std::chrono::seconds snapshot_interval{60};
+  // Sessions kept at most, in the cache and on disk together (max_sessions bounds those in the cache).
+  int max_stored_sessions = 10000;
+  // How long work waits for room in the cache (an idle session to move to disk) before it is refused.
+  std::chrono::milliseconds resident_wait{30000};
+};
 
 struct ServiceParams {
   engine::ModelParams model;
@@ -54,6 +73,7 @@ struct ServiceParams {
   int flash_max_lag = 8;        // versions a flash round may wait for ingestion to catch up
   std::chrono::milliseconds max_wait{60000};  // longest read-your-writes wait a query may ask for
   sched::LoopParams loop;                     // pass planning (n_batch is the context's)
+  StoreParams store;
 };
 
 struct QueryRequest {
@@ -92,6 +112,9 @@ struct GenerateOutcome {
 
 struct ServiceStats {
   int sessions = 0;
+  int sessions_resident = 0;
+  int sessions_on_disk = 0;  // restoring ones included
+  int sessions_damaged = 0;
   int kv_cells_total = 0;
   int kv_cells_used = 0;
   int kv_cells_per_seq = 0;  // a session's or a completion's cells at most
@@ -104,6 +127,28 @@ struct ServiceStats {
   std::uint64_t records_ingested = 0;
   std::uint64_t tokens_ingested = 0;
   std::uint64_t queries = 0;
+  bool durable = false;  // a data directory
+  std::uint64_t snapshots_written = 0;
+  std::uint64_t snapshot_errors = 0;
+  std::uint64_t snapshot_bytes = 0;  // the last one
+  std::uint64_t log_syncs = 0;
+};
+
+// A snapshot written on request (POST /v1/sessions/{id}/save).
+struct SaveOutcome {
+  std::uint64_t bytes = 0;     // the file
+  int tokens = 0;              // cells saved
+  std::uint64_t last_seq = 0;  // records up to here are in it
+  double copy_ms = 0;          // the session's state copied out (the inference loop's share)
+  double write_ms = 0;         // written and synced (in the background: passes went on meanwhile)
+};
+
+// A session exported (GET /v1/sessions/{id}/snapshot): its whole state up to `last_seq`, as a snapshot file's
+// contents.
+struct ExportedSession {
+  store::SnapshotData snapshot;
+  std::uint64_t last_seq = 0;  // records up to here are in it; later ones are not
+  std::uint64_t data_version = 0;
 };
 
 class Service {
@@ -117,9 +162,23 @@ class Service {
   // Stops the inference thread; queued work fails with kNotReady. Idempotent.
   void shutdown();
 
-  // Sessions. create decodes Region 0 on the inference thread; an empty id gets a generated one.
+  // Sessions. create decodes Region 0 on the inference thread; an empty id gets a generated one. With a data
+  // directory the session is on disk before it is created (a restart brings it back), and creating one
+  // beyond max_sessions moves the least recently used idle session to disk.
   void create_session(session::SessionConfig config, std::function<void(Result<SessionSnapshot>)> done);
   Result<SessionSnapshot> create_session(session::SessionConfig config);  // waits
+  // Export: the session's state when it is next settled (no append in flight), as a self-contained snapshot.
+  void export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done);
+  // With a data directory: a snapshot now, once the session is settled; answers once it is on disk.
+  void save_session(std::string_view id, std::function<void(Result<SaveOutcome>)> done);
+  // Moves a resident, idle session to disk now (kConflict while it works; a no-op when on disk already).
+  void unload_session(std::string_view id, std::function<void(Status)> done);
+  // Brings a session back into the cache now; the milliseconds it took (0 when it was there).
+  void load_session(std::string_view id, std::function<void(Result<double>)> done);
+  // Import: a session from an exported snapshot (made with this model and KV layout), under `id` (empty: the
+  // id it was exported with). Errors: kDamaged (the file fails its checks, another model), kConflict (the id
+  // exists), those of create_session.
+  void import_session(store::SnapshotData snapshot, std::string id, std::function<void(Result<SessionSnapshot>)> done);
   // Removes the session from view at once; its sequences are freed when no operation uses them.
   void delete_session(std::string_view id, std::function<void(Status)> done);
   Status delete_session(std::string_view id);  // waits
@@ -175,11 +234,24 @@ class Service {
 
  private:
   explicit Service(ServiceParams params);
+  // Sessions found in the data directory: registered (on disk), the most recently created brought back.
+  void recover_sessions();
+  // A handle for a new session (renderer, ready words); its files when there is a data directory.
+  Result<std::shared_ptr<SessionHandle>> make_handle(session::SessionConfig config);
+  // Registers the id as being created; an empty id gets a generated one. Errors: invalid id, exists, full.
+  Status reserve_id(session::SessionConfig& config);
+  // Runs `then` on the loop thread with the session resident (or the reason it cannot be).
+  void with_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then,
+                     std::function<void(const Error&)> fail);
+  // Creates (or imports) through a CreateLane and registers the handle once it is resident.
+  void start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
+                     std::function<void(Result<SessionSnapshot>)> done);
   // The fast paths, on the caller's thread: a cached flash answer or the ready logits' verdict.
   std::optional<QueryOutcome> answer_without_inference(SessionHandle& handle, const QueryRequest& request) const;
   void forget_creating(const std::string& id);
 
   ServiceParams params_;
+  std::unique_ptr<Persistence> persistence_;  // the data directory, or null; outlives the loop and its state
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<engine::Context> ctx_;
   int cells_per_seq_ = 0;  // what one sequence (a session, a completion) holds
@@ -193,6 +265,7 @@ class Service {
   std::uint64_t next_auto_id_ = 1;               // guarded by registry_mu_
 
   std::atomic<std::uint64_t> queries_{0};
+  std::atomic<bool> loop_stopped_{false};  // shutdown() ran its final snapshots
 };
 
 }  // namespace aoi::service

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,7 +19,13 @@
 #include "aoi/service/flash_registry.h"
 #include "aoi/session/session_config.h"
 
+namespace aoi::store {
+class LogSyncer;
+}
+
 namespace aoi::service {
+
+class SessionFiles;
 
 // A record as a client sends it: a line of text, or an object for the session's template.
 using RecordInput = std::variant<std::string, ingest::Record>;
@@ -38,6 +45,16 @@ struct PushResult {
 
 // What GET /v1/sessions/{id} reports: refreshed by the inference thread after each operation, merged with the
 // live counters when read.
+// Where a session's state is. With a data directory, sessions beyond --max-sessions live on disk and come
+// back when work needs them.
+enum class Residency {
+  kResident,   // in the KV cache
+  kOnDisk,     // saved; brought back by the next operation that needs the model
+  kRestoring,  // on its way back
+  kDamaged,    // its stored state failed its checks: listed and deletable, nothing else
+};
+const char* residency_name(Residency residency);
+
 struct SessionSnapshot {
   std::string id;
   session::SessionMode mode = session::SessionMode::kStateful;
@@ -65,6 +82,7 @@ struct SessionSnapshot {
   double flash_ms = 0;          // last flash round (all questions)
   double data_interval_ms = 0;  // moving average of the time between pushes
   std::uint64_t flash_rounds = 0;
+  std::string damage;  // why the session is Residency::kDamaged
 };
 
 // The ready logits' verdict for a version: the top token and its gap over the runner-up.
@@ -87,23 +105,36 @@ struct SessionCounters {
 
 class SessionHandle {
  public:
-  SessionHandle(std::string id, size_t ring_capacity, size_t event_history, size_t max_flash,
+  SessionHandle(session::SessionConfig config, size_t ring_capacity, size_t event_history, size_t max_flash,
                 std::unique_ptr<ingest::RecordRenderer> renderer);
 
-  const std::string& id() const { return id_; }
+  const std::string& id() const { return config_.id; }
+  // What the session was created with (const: the session is rebuilt from it after a restart or a move).
+  const session::SessionConfig& config() const { return config_; }
+
+  // With a data directory: every accepted record is written to the session's log before push() returns,
+  // and made durable by `syncer`'s policy. Set once, before the handle is shared.
+  void attach_files(std::shared_ptr<SessionFiles> files, store::LogSyncer* syncer);
+  const std::shared_ptr<SessionFiles>& files() const { return files_; }
+  // After a restart: sequence numbers continue after last_seq, and `backlog` (records logged but not yet
+  // ingested, in order) is ingested before anything pushed from now on. Before the handle is shared.
+  void resume(std::uint64_t last_seq, std::vector<PendingRecord> backlog);
 
   // Checks records before they are accepted: text not empty; objects only with a template, with every
   // field it names. Errors name the field ("records[3].close"). Any thread.
   Status validate(const std::vector<RecordInput>& records) const;
-  // Producer side, any thread: assigns consecutive sequence numbers and appends to the ring. Never waits on
-  // inference. Producers of one session are serialised by a mutex held for the pushes only, so sequence
-  // numbers follow ring order and the ring keeps a single producer. Validate first.
-  PushResult push(std::vector<RecordInput> records);
+  // Producer side, any thread: assigns consecutive sequence numbers, writes the records to the log (with a
+  // data directory) and appends them to the ring. Never waits on inference (under fsync "always" it waits for
+  // the disk). Producers of one session are serialised by a mutex held for the pushes only, so sequence
+  // numbers follow ring and log order and the ring keeps a single producer. Validate first. Errors: the log
+  // cannot be written (kStorage; nothing was accepted), or the records are queued but could not be confirmed
+  // durable (kStorage, saying so).
+  Result<PushResult> push(std::vector<RecordInput> records);
 
-  // Consumer side, inference thread only.
-  bool pop(PendingRecord& out) { return ring_.pop(out); }
+  // Consumer side, inference thread only: the backlog first, then the ring.
+  bool pop(PendingRecord& out);
 
-  size_t pending() const { return ring_.size(); }  // in the ring
+  size_t pending() const { return ring_.size() + backlog_size_.load(std::memory_order_acquire); }
   // Pushed and not yet ingested, dropped or rejected: the ring plus the batch being ingested.
   std::uint64_t unaccounted() const;
   // Smoothed time between pushes (ms; 0 before the second push): the cadence background work must keep up with.
@@ -133,13 +164,26 @@ class SessionHandle {
   std::atomic<bool> flash_requested{false};
   // The session was deleted: lanes stop, pushes fail.
   std::atomic<bool> deleted{false};
+  // Where it is. Sequentially consistent with the ring: a push stores its records and then reads this; an
+  // offload stores kOnDisk and then reads the ring, so one of them sees the other (the records get ingested).
+  std::atomic<Residency> residency{Residency::kResident};
+  // After a restart: the last record of the log's tail being ingested again. Until ingestion has covered it,
+  // questions wait for it (as if they asked min_seq): the session answers as it would have without the restart.
+  std::atomic<std::uint64_t> replay_until{0};
+  // When an operation last used it (steady clock, ns): the least recently used idle session goes to disk first.
+  std::atomic<std::int64_t> last_used_ns{0};
+  void touch();
 
   // Turns records into tokens. Inference thread only.
   ingest::RecordRenderer& renderer() { return *renderer_; }
 
  private:
-  const std::string id_;
+  const session::SessionConfig config_;
   std::unique_ptr<ingest::RecordRenderer> renderer_;
+  std::shared_ptr<SessionFiles> files_;
+  store::LogSyncer* syncer_ = nullptr;
+  std::deque<PendingRecord> backlog_;  // consumer only (filled before the handle is shared)
+  std::atomic<size_t> backlog_size_{0};
   std::mutex producer_mu_;
   std::uint64_t next_seq_ = 1;                       // guarded by producer_mu_
   std::chrono::steady_clock::time_point last_push_;  // guarded by producer_mu_

@@ -1,0 +1,165 @@
+// Snapshots of resident sessions, and sessions moving between the KV cache and the data directory
+// (InferenceState's durability and residency members).
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+
+#include "create_lane.h"
+#include "inference_state.h"
+#include "persistence.h"
+#include "session_codec.h"
+
+namespace aoi::service {
+namespace {
+
+const char* kv_type_name(engine::KvType t) {
+  switch (t) {
+    case engine::KvType::kF32: return "f32";
+    case engine::KvType::kF16: return "f16";
+    case engine::KvType::kBF16: return "bf16";
+    case engine::KvType::kQ8_0: return "q8_0";
+    case engine::KvType::kQ4_0: return "q4_0";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string InferenceState::kv_layout() const {
+  const engine::ContextParams& p = ctx_.params();
+  // Flash attention decides whether V is stored transposed.
+  const char* fa = p.flash_attn == engine::FlashAttn::kOn    ? "on"
+                   : p.flash_attn == engine::FlashAttn::kOff ? "off"
+                                                             : "auto";
+  return std::string("k=") + kv_type_name(p.type_k) + " v=" + kv_type_name(p.type_v) + " flash_attn=" + fa;
+}
+
+bool InferenceState::settled(const SessionRuntime& rt) const { return rt.session->can_save(); }
+
+bool InferenceState::idle(const SessionRuntime& rt) const {
+  if (!settled(rt) || rt.queries > 0 || rt.flash_round || rt.ingesting || rt.handle->pending() > 0) return false;
+  if (restoring_.count(rt.handle->id()) != 0) return false;
+  // A flash round about to start counts as work.
+  const session::Session& s = *rt.session;
+  const bool flash_due = s.mode() == session::SessionMode::kStateful && rt.handle->flash().size() > 0 &&
+                         (s.data_version() > rt.flash_version || rt.handle->flash_requested.load());
+  return !flash_due;
+}
+
+SnapshotMeta InferenceState::snapshot_meta(const SessionRuntime& rt) const {
+  const SessionHandle& h = *rt.handle;
+  const SessionCounters& c = h.counters();
+  const SessionSnapshot snap = h.snapshot();
+  SnapshotMeta m;
+  m.model_fingerprint = model().fingerprint();
+  m.kv_layout = kv_layout();
+  m.config = h.config();
+  m.created_unix = snap.created_unix;
+  m.consumed_seq = rt.session->last_record_seq();
+  m.records_ingested = c.records_ingested.load();
+  m.records_rejected = c.records_rejected.load() - rt.rejected_pending.size();
+  // Up to consumed_seq, what ingestion did not take was dropped (later drops are in the log).
+  const std::uint64_t taken = m.records_ingested + m.records_rejected;
+  m.records_dropped = m.consumed_seq > taken ? m.consumed_seq - taken : 0;
+  m.tokens_ingested = c.tokens_ingested.load();
+  m.queries = c.queries.load();
+  m.rebuilds = snap.rebuilds;
+  m.flash_rounds = snap.flash_rounds;
+  m.last_event_id = rt.handle->events().last_id();
+  m.flash = h.flash().list();
+  m.next_flash_id = h.flash().next_id();
+  m.data_version = rt.session->data_version();
+  return m;
+}
+
+double InferenceState::take_snapshot(SessionRuntime& rt,
+                                     std::function<void(const Status&, std::uint64_t, double)> written) {
+  if (persistence_ == nullptr || !rt.handle->files() || !settled(rt)) {
+    if (written) written(Error::not_ready("the session has no data directory or is not settled"), 0, 0);
+    return 0;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const SnapshotMeta meta = snapshot_meta(rt);
+  auto data = std::make_shared<const store::SnapshotData>(encode_session_snapshot(meta, rt.session->save()));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  persistence_->save(rt.handle->files(), std::move(data), meta.consumed_seq, std::move(written));
+  rt.snapshot_version = meta.data_version;
+  rt.tokens_since_snapshot = 0;
+  rt.snapshot_time = std::chrono::steady_clock::now();
+  return ms;
+}
+
+bool InferenceState::snapshot_due(const SessionRuntime& rt) const {
+  if (persistence_ == nullptr || !rt.handle->files() || !settled(rt)) return false;
+  if (rt.session->data_version() <= rt.snapshot_version) return false;
+  const StoreParams& sp = params_.store;
+  return rt.tokens_since_snapshot >= static_cast<std::uint64_t>(sp.snapshot_tokens) ||
+         std::chrono::steady_clock::now() - rt.snapshot_time >= sp.snapshot_interval;
+}
+
+bool InferenceState::offload_one() {
+  if (persistence_ == nullptr) return false;
+  std::shared_ptr<SessionRuntime> victim;
+  for (const auto& [id, rt] : sessions_) {
+    if (!rt->session || !rt->handle->files() || !idle(*rt)) continue;
+    if (!victim || rt->handle->last_used_ns.load() < victim->handle->last_used_ns.load()) victim = rt;
+  }
+  if (!victim) return false;
+  offload(victim);
+  return true;
+}
+
+void InferenceState::offload(const std::shared_ptr<SessionRuntime>& rt) {
+  SessionHandle& h = *rt->handle;
+  // Its state goes to the data directory (readable at once, written in the background).
+  take_snapshot(*rt);
+  h.residency.store(Residency::kOnDisk);
+  sessions_.erase(h.id());
+  const std::uint64_t tenant = rt->tenant;
+  loop().retire_lanes([tenant](const sched::Lane& lane) { return lane.tenant() == tenant; });
+  rt->session.reset();  // the sequence and its cells are free now
+  spdlog::debug("session {} moved to disk", h.id());
+  // A push that raced this saw it resident and did not ask for it back: its records must not wait here.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h.pending() > 0) make_resident(rt->handle, [](Status) {});
+}
+
+void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then) {
+  if (handle->deleted.load()) return then(Error::not_found("session " + handle->id() + " was deleted"));
+  if (const auto it = sessions_.find(handle->id()); it != sessions_.end() && it->second->handle == handle) {
+    return then({});
+  }
+  if (handle->residency.load() == Residency::kDamaged) {
+    return then(Error::damaged("session " + handle->id() + " is damaged: " + handle->snapshot().damage));
+  }
+  auto& waiters = restoring_[handle->id()];
+  waiters.push_back(std::move(then));
+  if (waiters.size() > 1) return;  // on its way already
+  handle->residency = Residency::kRestoring;
+  const std::string id = handle->id();
+  loop().add(std::make_unique<CreateLane>(
+      *this, handle, CreateLane::Source::kStore, std::nullopt, [this, id, handle](Status st) {
+        if (!st) {
+          if (st.error().type == ErrorType::kDamaged) {
+            SessionSnapshot snap = handle->snapshot();
+            snap.damage = st.error().message;
+            handle->set_snapshot(std::move(snap));
+            handle->residency = Residency::kDamaged;
+            spdlog::error("session {} cannot come back: {}", id, st.error().message);
+          } else {
+            handle->residency = Residency::kOnDisk;
+          }
+        }
+        resident(id, st);
+      }));
+}
+
+void InferenceState::resident(const std::string& id, const Status& status) {
+  const auto it = restoring_.find(id);
+  if (it == restoring_.end()) return;
+  auto waiters = std::move(it->second);
+  restoring_.erase(it);
+  for (auto& w : waiters) w(status);
+}
+
+}  // namespace aoi::service

@@ -1,0 +1,314 @@
+#include "session_codec.h"
+
+#include <cstring>
+#include <limits>
+
+#include "aoi/engine/sampling.h"
+#include "aoi/store/bytes.h"
+
+namespace aoi::service {
+
+using nlohmann::json;
+
+json config_to_json(const session::SessionConfig& c) {
+  json j = {{"id", c.id},
+            {"system", c.system},
+            {"mode", session::session_mode_name(c.mode)},
+            {"query_budget", c.query_budget},
+            {"retention",
+             {{"eviction", session::eviction_policy_name(c.retention.policy)},
+              {"evict_fraction", c.retention.evict_fraction}}}};
+  if (c.retention.max_tokens) j["retention"]["max_tokens"] = *c.retention.max_tokens;
+  if (c.retention.max_records) j["retention"]["max_records"] = *c.retention.max_records;
+  if (c.scaffold) j["scaffold"] = *c.scaffold;
+  if (c.question_suffix) j["question_suffix"] = *c.question_suffix;
+  if (c.record_template) j["template"] = *c.record_template;
+  if (c.ready) j["ready"] = {{"question", c.ready->question}, {"vocab", c.ready->vocab}, {"tau", c.ready->tau}};
+  return j;
+}
+
+Result<session::SessionConfig> config_from_json(const json& j) {
+  try {
+    session::SessionConfig c;
+    c.id = j.at("id").get<std::string>();
+    c.system = j.at("system").get<std::string>();
+    c.mode =
+        j.at("mode").get<std::string>() == "naive" ? session::SessionMode::kNaive : session::SessionMode::kStateful;
+    c.query_budget = j.at("query_budget").get<int>();
+    const json& r = j.at("retention");
+    c.retention.policy = r.at("eviction").get<std::string>() == "shift" ? session::EvictionPolicy::kShift
+                                                                        : session::EvictionPolicy::kRecompute;
+    c.retention.evict_fraction = r.at("evict_fraction").get<double>();
+    if (r.contains("max_tokens")) c.retention.max_tokens = r["max_tokens"].get<int>();
+    if (r.contains("max_records")) c.retention.max_records = r["max_records"].get<int>();
+    if (j.contains("scaffold")) c.scaffold = j["scaffold"].get<std::string>();
+    if (j.contains("question_suffix")) c.question_suffix = j["question_suffix"].get<std::string>();
+    if (j.contains("template")) c.record_template = j["template"].get<std::string>();
+    if (j.contains("ready")) {
+      const json& q = j["ready"];
+      c.ready = session::ReadyQuestion{q.at("question").get<std::string>(),
+                                       q.at("vocab").get<std::vector<std::string>>(), q.at("tau").get<float>()};
+    }
+    return c;
+  } catch (const json::exception& e) {
+    return Error::damaged(std::string("the session's stored configuration is not readable: ") + e.what());
+  }
+}
+
+namespace {
+
+enum : std::uint8_t { kText = 'T', kObject = 'O' };
+enum : std::uint8_t { kString = 0, kInt = 1, kDouble = 2, kNumber = 3 };
+
+// Tokens as a blob: int32 each.
+store::Bytes token_bytes(std::span<const engine::Token> tokens) {
+  store::Bytes out(tokens.size() * sizeof(engine::Token));
+  if (!tokens.empty()) std::memcpy(out.data(), tokens.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+store::Bytes encode_record(const RecordInput& record) {
+  store::Bytes out;
+  if (const auto* text = std::get_if<std::string>(&record)) {
+    out.reserve(1 + text->size());
+    out.push_back(kText);
+    out.insert(out.end(), text->begin(), text->end());
+    return out;
+  }
+  const auto& rec = std::get<ingest::Record>(record);
+  store::ByteWriter w(out);
+  w.put<std::uint8_t>(kObject);
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(rec.fields().size()));
+  for (const auto& [name, value] : rec.fields()) {
+    w.string(name);
+    if (const auto* s = std::get_if<std::string>(&value)) {
+      w.put<std::uint8_t>(kString);
+      w.string(*s);
+    } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
+      w.put<std::uint8_t>(kInt);
+      w.put<std::int64_t>(*i);
+    } else if (const auto* d = std::get_if<double>(&value)) {
+      w.put<std::uint8_t>(kDouble);
+      w.put<double>(*d);
+    } else {
+      w.put<std::uint8_t>(kNumber);
+      w.string(std::get<ingest::NumberText>(value).lexeme);
+    }
+  }
+  return out;
+}
+
+Result<RecordInput> decode_record(std::span<const std::uint8_t> bytes) {
+  const auto bad = Error::damaged("a logged record cannot be decoded");
+  if (bytes.empty()) return bad;
+  if (bytes[0] == kText) return RecordInput(std::string(bytes.begin() + 1, bytes.end()));
+  if (bytes[0] != kObject) return bad;
+  store::ByteReader r(bytes.subspan(1));
+  std::uint32_t n = 0;
+  if (!r.get(n)) return bad;
+  ingest::Record rec;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    std::string name;
+    std::uint8_t type = 0;
+    if (!r.string(name) || !r.get(type)) return bad;
+    switch (type) {
+      case kString: {
+        std::string s;
+        if (!r.string(s)) return bad;
+        rec.set(std::move(name), std::move(s));
+        break;
+      }
+      case kInt: {
+        std::int64_t v = 0;
+        if (!r.get(v)) return bad;
+        rec.set(std::move(name), v);
+        break;
+      }
+      case kDouble: {
+        double v = 0;
+        if (!r.get(v)) return bad;
+        rec.set(std::move(name), v);
+        break;
+      }
+      case kNumber: {
+        std::string s;
+        if (!r.string(s)) return bad;
+        rec.set(std::move(name), ingest::NumberText{std::move(s)});
+        break;
+      }
+      default: return bad;
+    }
+  }
+  if (!r.at_end()) return bad;
+  return RecordInput(std::move(rec));
+}
+
+store::SnapshotData encode_session_snapshot(const SnapshotMeta& m, session::SessionImage image) {
+  store::SnapshotData d;
+  json flash = json::array();
+  for (const auto& f : m.flash) {
+    json q = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
+    if (f.answer.version != 0) {
+      q["answer"] = {{"text", f.answer.text},
+                     {"tokens", f.answer.tokens},
+                     {"finish", static_cast<int>(f.answer.finish)},
+                     {"logit_gap", f.answer.logit_gap},
+                     {"version", f.answer.version},
+                     {"eval_ms", f.answer.eval_ms}};
+    }
+    flash.push_back(std::move(q));
+  }
+  std::vector<std::uint64_t> record_seqs;
+  std::vector<std::uint32_t> record_sizes;
+  std::vector<engine::Token> record_tokens;
+  for (const auto& r : image.records) {
+    record_seqs.push_back(r.seq);
+    record_sizes.push_back(static_cast<std::uint32_t>(r.tokens.size()));
+    record_tokens.insert(record_tokens.end(), r.tokens.begin(), r.tokens.end());
+  }
+  d.meta = {{"kind", "aoi session"},
+            {"model_fingerprint", m.model_fingerprint},
+            {"kv_layout", m.kv_layout},
+            {"config", config_to_json(m.config)},
+            {"created_unix", m.created_unix},
+            {"consumed_seq", m.consumed_seq},
+            {"counters",
+             {{"records_ingested", m.records_ingested},
+              {"records_rejected", m.records_rejected},
+              {"records_dropped", m.records_dropped},
+              {"tokens_ingested", m.tokens_ingested},
+              {"queries", m.queries},
+              {"rebuilds", m.rebuilds},
+              {"flash_rounds", m.flash_rounds}}},
+            {"last_event_id", m.last_event_id},
+            {"flash", flash},
+            {"next_flash_id", m.next_flash_id},
+            {"data_version", image.version},
+            {"session",
+             {{"version", image.version},
+              {"last_record_seq", image.last_record_seq},
+              {"records_evicted", image.records_evicted},
+              {"tokens_evicted", image.tokens_evicted},
+              {"scaffold_ready", image.scaffold_ready},
+              {"tail_decoded", image.tail_decoded},
+              {"kv_positions", image.kv_positions},
+              {"records", record_seqs},
+              {"record_sizes", record_sizes}}}};
+  d.blobs["region0"] = token_bytes(image.region0);
+  d.blobs["record_tokens"] = token_bytes(record_tokens);
+  // The ready logits count only through their top two (the speculative path's verdict): those are kept,
+  // not 128K floats.
+  if (!image.ready_logits.empty()) {
+    const engine::Top2 top = engine::top2(image.ready_logits.data(), static_cast<int>(image.ready_logits.size()));
+    d.meta["session"]["ready_top2"] = {{"n_vocab", image.ready_logits.size()},
+                                       {"first", {top.token, top.logit}},
+                                       {"second", {top.second, top.second_logit}}};
+  }
+  d.blobs["kv"] = std::move(image.kv);
+  return d;
+}
+
+Result<SnapshotMeta> decode_snapshot_meta(const json& j) {
+  try {
+    if (j.value("kind", "") != "aoi session") return Error::damaged("not a session snapshot");
+    SnapshotMeta m;
+    m.model_fingerprint = j.at("model_fingerprint").get<std::string>();
+    m.kv_layout = j.at("kv_layout").get<std::string>();
+    auto config = config_from_json(j.at("config"));
+    if (!config) return config.error();
+    m.config = std::move(config).value();
+    m.created_unix = j.at("created_unix").get<double>();
+    m.consumed_seq = j.at("consumed_seq").get<std::uint64_t>();
+    const json& c = j.at("counters");
+    m.records_ingested = c.at("records_ingested").get<std::uint64_t>();
+    m.records_rejected = c.at("records_rejected").get<std::uint64_t>();
+    m.records_dropped = c.at("records_dropped").get<std::uint64_t>();
+    m.tokens_ingested = c.at("tokens_ingested").get<std::uint64_t>();
+    m.queries = c.at("queries").get<std::uint64_t>();
+    m.rebuilds = c.at("rebuilds").get<std::uint64_t>();
+    m.flash_rounds = c.at("flash_rounds").get<std::uint64_t>();
+    m.last_event_id = j.at("last_event_id").get<std::uint64_t>();
+    m.next_flash_id = j.at("next_flash_id").get<std::uint64_t>();
+    m.data_version = j.at("data_version").get<std::uint64_t>();
+    for (const json& q : j.at("flash")) {
+      FlashQuery f;
+      f.fid = q.at("fid").get<std::string>();
+      f.question = q.at("question").get<std::string>();
+      f.max_tokens = q.at("max_tokens").get<int>();
+      if (q.contains("answer")) {
+        const json& a = q["answer"];
+        f.answer.text = a.at("text").get<std::string>();
+        f.answer.tokens = a.at("tokens").get<std::vector<engine::Token>>();
+        f.answer.finish = static_cast<engine::FinishReason>(a.at("finish").get<int>());
+        f.answer.logit_gap = a.at("logit_gap").get<float>();
+        f.answer.version = a.at("version").get<std::uint64_t>();
+        f.answer.eval_ms = a.at("eval_ms").get<double>();
+      }
+      m.flash.push_back(std::move(f));
+    }
+    return m;
+  } catch (const json::exception& e) {
+    return Error::damaged(std::string("the snapshot's metadata is not readable: ") + e.what());
+  }
+}
+
+Result<std::pair<SnapshotMeta, session::SessionImage>> decode_session_snapshot(store::SnapshotData d) {
+  auto meta = decode_snapshot_meta(d.meta);
+  if (!meta) return meta.error();
+  try {
+    const json& s = d.meta.at("session");
+    session::SessionImage img;
+    img.version = s.at("version").get<std::uint64_t>();
+    img.last_record_seq = s.at("last_record_seq").get<std::uint64_t>();
+    img.records_evicted = s.at("records_evicted").get<std::uint64_t>();
+    img.tokens_evicted = s.at("tokens_evicted").get<std::uint64_t>();
+    img.scaffold_ready = s.at("scaffold_ready").get<bool>();
+    img.tail_decoded = s.at("tail_decoded").get<bool>();
+    img.kv_positions = s.at("kv_positions").get<int>();
+    const auto seqs = s.at("records").get<std::vector<std::uint64_t>>();
+    const auto sizes = s.at("record_sizes").get<std::vector<std::uint32_t>>();
+    const auto tokens_of = [&d](const char* name) -> Result<std::vector<engine::Token>> {
+      const auto it = d.blobs.find(name);
+      if (it == d.blobs.end() || it->second.size() % sizeof(engine::Token) != 0) {
+        return Error::damaged(std::string("the snapshot has no readable ") + name);
+      }
+      std::vector<engine::Token> out(it->second.size() / sizeof(engine::Token));
+      if (!out.empty()) std::memcpy(out.data(), it->second.data(), it->second.size());
+      return out;
+    };
+    auto region0 = tokens_of("region0");
+    if (!region0) return region0.error();
+    img.region0 = std::move(region0).value();
+    auto tokens = tokens_of("record_tokens");
+    if (!tokens) return tokens.error();
+    if (seqs.size() != sizes.size()) return Error::damaged("the snapshot's record list is inconsistent");
+    size_t at = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (sizes[i] == 0 || tokens->size() - at < sizes[i]) return Error::damaged("the snapshot's records run short");
+      img.records.push_back({seqs[i], std::vector<engine::Token>(tokens->begin() + static_cast<long>(at),
+                                                                 tokens->begin() + static_cast<long>(at + sizes[i]))});
+      at += sizes[i];
+    }
+    if (at != tokens->size()) return Error::damaged("the snapshot has record tokens no record owns");
+    if (s.contains("ready_top2")) {
+      // Everything but the top two at -infinity: the verdict (token, gap) is the saved one.
+      const json& t = s["ready_top2"];
+      img.ready_logits.assign(t.at("n_vocab").get<size_t>(), -std::numeric_limits<float>::infinity());
+      for (const char* which : {"second", "first"}) {
+        const auto token = t.at(which).at(0).get<engine::Token>();
+        if (token < 0 || static_cast<size_t>(token) >= img.ready_logits.size()) {
+          return Error::damaged("the snapshot's ready logits name a token outside the vocabulary");
+        }
+        img.ready_logits[static_cast<size_t>(token)] = t.at(which).at(1).get<float>();
+      }
+    }
+    img.kv = std::move(d.blobs["kv"]);
+    return std::make_pair(std::move(meta).value(), std::move(img));
+  } catch (const json::exception& e) {
+    return Error::damaged(std::string("the snapshot's session part is not readable: ") + e.what());
+  }
+}
+
+}  // namespace aoi::service

@@ -1,0 +1,35 @@
+#include "settle_lane.h"
+
+namespace aoi::service {
+
+SettleLane::SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt,
+                       std::function<void(SessionRuntime&)> then, std::function<void(const Error&)> failed)
+    : state_(state), rt_(std::move(rt)), then_(std::move(then)), failed_(std::move(failed)) {
+  rt_->queries++;  // it stays in the cache meanwhile
+  rt_->arbiter.want(this, sched::Priority::kSession);
+}
+
+SettleLane::~SettleLane() {
+  rt_->arbiter.forget(this);
+  rt_->queries--;
+}
+
+sched::Demand SettleLane::poll(sched::Clock::time_point) {
+  if (!then_) return {};
+  if (!state_.settled(*rt_) || !rt_->arbiter.acquire(this)) return {};
+  auto then = std::move(then_);
+  then_ = nullptr;
+  then(*rt_);
+  rt_->arbiter.forget(this);
+  return {};
+}
+
+void SettleLane::fail(const Error& error) {
+  if (!then_) return;
+  then_ = nullptr;
+  failed_(error.type == ErrorType::kTimeout
+              ? Error::timeout("session " + rt_->handle->id() + " did not settle within 60 s (ingestion never paused)")
+              : error);
+}
+
+}  // namespace aoi::service

@@ -1,0 +1,189 @@
+// Sessions that outlive the process, black-box: a crash loop (kill -9 at random moments while records are
+// pushed and flash rounds run, then a restart, 20 times) loses no acknowledged record and answers as a
+// recompute; sessions beyond --max-sessions wait on disk, listed and deletable; a session moves between
+// servers as a snapshot file.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import {
+  startServer, tempDataDir, get, post, del, http, expectStatus, expectError, waitIngested, getSession, sleep,
+} from './harness.js';
+
+const dirs = [];
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+// Record i's text: the same for every server and every round, so that a recompute can be fed the same data.
+const bar = (i) => `2024-03-${String(1 + (i % 28)).padStart(2, '0')} ${String(i % 24).padStart(2, '0')}:00,` +
+  `O=${100 + (i % 17)},H=${101 + (i % 13)},L=${99 - (i % 7)},C=${100 + (i % 11)},V=${1000 + 37 * i}`;
+const bars = (from, n) => Array.from({ length: n }, (_, k) => bar(from + k));
+
+const SESSION = { system: 'You read hourly bars.', retention: { max_tokens: 600 }, query_budget: 64 };
+const QUESTION = { question: 'What was the last close?', max_tokens: 4, stop: ['\u0001'] };
+const FLASH = 'Is the trend UP or DOWN?';
+
+test('a crash loop loses no acknowledged record, and the session answers as a recompute', async () => {
+  const dataDir = tempDataDir();
+  dirs.push(dataDir);
+  const serverOpts = {
+    dataDir, ctxSize: 4 * 4096, maxSessions: 2,
+    args: ['--fsync', 'everysec', '--snapshot-tokens', '150', '--snapshot-interval', '1', '--pool-slots', '1'],
+  };
+  let acknowledged = 0; // the highest sequence number a 202 acknowledged
+  let fid = null;
+  for (let round = 0; round < 20; round++) {
+    const server = await startServer(serverOpts);
+    try {
+      if (round === 0) {
+        expectStatus(await post(server, '/v1/sessions', { id: 'crash', ...SESSION }), 201);
+        const f = await post(server, '/v1/sessions/crash/flash', { question: FLASH, max_tokens: 4 });
+        expectStatus(f, 201);
+        fid = f.body.fid;
+      }
+      const s = await getSession(server, 'crash');
+      // Everything acknowledged before the crash is there: ingested, or waiting to be.
+      assert.ok(s.last_seq_pushed >= acknowledged,
+        `round ${round}: ${acknowledged} records were acknowledged, the server knows ${s.last_seq_pushed}`);
+      assert.equal(s.records.dropped, 0, `round ${round}: ${JSON.stringify(s.records)}`);
+      assert.deepEqual(s.flash.map((q) => q.fid), [fid], `round ${round}: the flash query survives`);
+      // Push (and ask) until a kill -9 at a random moment.
+      let next = s.last_seq_pushed + 1;
+      let stop = false;
+      const pusher = (async () => {
+        while (!stop) {
+          let res;
+          try {
+            res = await post(server, '/v1/sessions/crash/data', { records: bars(next, 2) }, { timeout: 10_000 });
+          } catch {
+            return; // killed mid-request: not acknowledged
+          }
+          if (res.status !== 202) return;
+          assert.equal(res.body.first_seq, next, 'records keep their sequence numbers');
+          acknowledged = res.body.last_seq;
+          next = res.body.last_seq + 1;
+          // A stream's pace (far below what ingestion takes, and every record fits the session's queue, so
+          // that none is ever dropped and a recompute can be fed exactly the same records).
+          await sleep(40);
+        }
+      })();
+      const asker = (async () => {
+        while (!stop) {
+          try {
+            await post(server, '/v1/sessions/crash/query', QUESTION, { timeout: 10_000 });
+          } catch {
+            return;
+          }
+        }
+      })();
+      await sleep(200 + Math.floor(Math.random() * 1300));
+      server.child.kill('SIGKILL');
+      stop = true;
+      await Promise.all([pusher, asker, server.exited]);
+    } finally {
+      if (server.alive) server.child.kill('SIGKILL');
+    }
+  }
+
+  // The last restart: every record accounted for, and the answers of a session that never crashed.
+  const server = await startServer(serverOpts);
+  try {
+    const s0 = await getSession(server, 'crash');
+    assert.ok(s0.last_seq_pushed >= acknowledged);
+    const s = await waitIngested(server, 'crash', s0.last_seq_pushed, { timeout: 120_000 });
+    const r = s.records;
+    assert.equal(r.pushed, s.last_seq_pushed);
+    assert.equal(r.ingested + r.dropped + r.rejected, r.pushed, JSON.stringify(r));
+    assert.equal(r.dropped, 0);
+    // The same records into a recompute (a naive session), in other batches: the same window, the same answer.
+    expectStatus(await post(server, '/v1/sessions', { id: 'reference', ...SESSION, mode: 'naive' }), 201);
+    for (let i = 1; i <= r.pushed; i += 50) {
+      expectStatus(await post(server, '/v1/sessions/reference/data',
+        { records: bars(i, Math.min(50, r.pushed - i + 1)) }), 202);
+    }
+    const ref = await waitIngested(server, 'reference', r.pushed);
+    assert.equal(ref.regions.records, s.regions.records, 'the same records are retained');
+    const a = await post(server, '/v1/sessions/crash/query', QUESTION);
+    const b = await post(server, '/v1/sessions/reference/query', QUESTION);
+    expectStatus(a, 200);
+    expectStatus(b, 200);
+    assert.equal(a.body.answer, b.body.answer, 'the recovered session answers as a recompute');
+    // Its flash query answers the current version.
+    const f = await post(server, '/v1/sessions/crash/query', { question: FLASH, max_tokens: 4 });
+    expectStatus(f, 200);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('sessions beyond --max-sessions wait on disk, are listed, come back and can be deleted', async () => {
+  const dataDir = tempDataDir();
+  dirs.push(dataDir);
+  const server = await startServer({ dataDir, ctxSize: 4 * 4096, maxSessions: 1, args: ['--pool-slots', '1'] });
+  try {
+    const answers = {};
+    for (const id of ['d0', 'd1', 'd2']) {
+      expectStatus(await post(server, '/v1/sessions', { id, ...SESSION }), 201);
+      const pushed = await post(server, `/v1/sessions/${id}/data`, { records: bars(id === 'd1' ? 100 : 0, 12) });
+      expectStatus(pushed, 202);
+      await waitIngested(server, id, pushed.body.last_seq);
+      answers[id] = (await post(server, `/v1/sessions/${id}/query`, QUESTION)).body.answer;
+    }
+    const list = (await get(server, '/v1/sessions')).body.sessions;
+    const residency = Object.fromEntries(list.map((s) => [s.id, s.residency]));
+    assert.equal(list.length, 3);
+    assert.equal(Object.values(residency).filter((r) => r === 'resident').length, 1, JSON.stringify(residency));
+    assert.equal(Object.values(residency).filter((r) => r === 'on_disk').length, 2, JSON.stringify(residency));
+    // Each comes back with the same answer.
+    for (const id of ['d0', 'd1', 'd2', 'd0']) {
+      const res = await post(server, `/v1/sessions/${id}/query`, QUESTION);
+      expectStatus(res, 200);
+      assert.equal(res.body.answer, answers[id], id);
+    }
+    const metrics = (await get(server, '/metrics')).text;
+    assert.match(metrics, /aoi_sessions_by_residency\{residency="on_disk"\} 2/);
+    // Deleting one on disk removes it and its files.
+    const onDisk = (await get(server, '/v1/sessions')).body.sessions.find((s) => s.residency === 'on_disk').id;
+    expectStatus(await del(server, `/v1/sessions/${onDisk}`), 200);
+    expectError(await get(server, `/v1/sessions/${onDisk}`), 404, 'not_found');
+    assert.ok(!existsSync(path.join(dataDir, 'sessions', onDisk)));
+  } finally {
+    await server.stop();
+  }
+});
+
+test('a session moves between servers as a snapshot file', async () => {
+  const a = await startServer({ ctxSize: 4 * 4096, maxSessions: 2 });
+  const b = await startServer({ ctxSize: 6 * 4096, maxSessions: 4, memoryOnly: true });
+  try {
+    expectStatus(await post(a, '/v1/sessions', { id: 'mover', ...SESSION }), 201);
+    const pushed = await post(a, '/v1/sessions/mover/data', { records: bars(0, 20) });
+    await waitIngested(a, 'mover', pushed.body.last_seq);
+    const before = (await post(a, '/v1/sessions/mover/query', QUESTION)).body;
+    const res = await fetch(`${a.url}/v1/sessions/mover/snapshot`);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'application/octet-stream');
+    assert.equal(res.headers.get('x-aoi-last-seq'), '20');
+    const file = Buffer.from(await res.arrayBuffer());
+    // A damaged file is refused, naming the body.
+    const bad = Buffer.from(file);
+    bad[Math.floor(bad.length / 2)] ^= 0xff;
+    expectError(await http(b, 'POST', '/v1/sessions?id=moved',
+      { body: bad, headers: { 'content-type': 'application/octet-stream' } }), 422, 'invalid_value', 'body');
+    const imported = await http(b, 'POST', '/v1/sessions?id=moved',
+      { body: file, headers: { 'content-type': 'application/octet-stream' } });
+    expectStatus(imported, 201);
+    assert.equal(imported.body.id, 'moved');
+    assert.equal(imported.body.data_version, before.data_version);
+    const after = (await post(b, '/v1/sessions/moved/query', QUESTION)).body;
+    assert.equal(after.answer, before.answer);
+    // It goes on from where it was.
+    const more = await post(b, '/v1/sessions/moved/data', { records: bars(20, 3) });
+    expectStatus(more, 202);
+    assert.equal(more.body.first_seq, 21);
+  } finally {
+    await a.stop();
+    await b.stop();
+  }
+});

@@ -1,0 +1,35 @@
+// Helpers for tests that drive a Service: waiting for ingestion, and questions that always run through the
+// model (never answered from the flash cache or the ready logits).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "aoi/service/service.h"
+
+namespace aoi::test {
+
+// Waits (bounded) until the session has ingested (or dropped) every record up to seq.
+inline bool wait_ingested(service::Service& s, const std::string& id, std::uint64_t seq,
+                          std::chrono::seconds limit = std::chrono::seconds(300)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    auto snap = s.session(id);
+    if (snap.ok() && snap->last_seq_ingested >= seq && s.handle(id)->pending() == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// A greedy question through the model, with the first token's logits kept for the strict rule.
+inline service::QueryRequest model_question(const std::string& question, int max_tokens = 8) {
+  service::QueryRequest r;
+  r.question = question;
+  r.generation.max_tokens = max_tokens;
+  r.generation.keep_first_logits = true;
+  r.generation.stop = {"\x01"};  // never occurs: keeps the question off the flash cache and the ready logits
+  return r;
+}
+
+}  // namespace aoi::test

@@ -1,0 +1,554 @@
+// Sessions that outlive the process: a restart (clean, or from a copy of the data directory taken while the
+// server wrote it, as a crash leaves it) brings every session back answering as before; idle sessions move to
+// disk and back; damaged or foreign files are detected and never used; sessions move between servers; a full
+// or read-only disk gives clear errors while the server keeps serving. Answers follow the strict rule of
+// tests/support/equivalence.h.
+#include <gtest/gtest.h>
+
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <random>
+#include <thread>
+
+#include "aoi/service/service.h"
+#include "aoi/store/files.h"
+#include "aoi/store/snapshot_file.h"
+#include "equivalence.h"
+#include "records.h"
+#include "service_support.h"
+#include "test_models.h"
+
+namespace aoi::service {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using test::model_question;
+using test::wait_ingested;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "aoi-durability-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Options {
+  int max_sessions = 3;
+  int snapshot_tokens = 250;  // small: the runs below take several snapshots
+  std::string model = "test-micro";
+};
+
+std::unique_ptr<Service> start(const fs::path& dir, Options o = {}) {
+  ServiceParams p;
+  p.model.path = test::model_path(o.model);
+  // Sessions, two completion slots, a spare: 4096 cells each.
+  p.context = {.n_ctx = static_cast<std::uint32_t>((o.max_sessions + 3) * 4096), .n_batch = 256, .n_ubatch = 256};
+  p.max_sessions = o.max_sessions;
+  p.store.data_dir = dir.string();
+  p.store.snapshot_tokens = o.snapshot_tokens;
+  p.store.snapshot_interval = 3600s;
+  p.store.resident_wait = 120s;
+  auto s = Service::start(p);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+session::SessionConfig config(const std::string& id, session::SessionMode mode = session::SessionMode::kStateful) {
+  session::SessionConfig c;
+  c.id = id;
+  c.system = "You read hourly bars and answer briefly.";
+  c.retention.max_tokens = 700;  // the runs below evict (and rebuild) several times
+  c.query_budget = 64;
+  c.mode = mode;
+  return c;
+}
+
+// Pushes bars [first, first + n) of a stream in bursts of 3; returns the last sequence number.
+std::uint64_t push_bars(Service& svc, const std::string& id, int first, int n, std::uint64_t seed = 55) {
+  const auto lines = test::ohlcv_lines(n, seed, first);
+  std::uint64_t last = 0;
+  for (size_t i = 0; i < lines.size(); i += 3) {
+    const std::vector<std::string> part(lines.begin() + static_cast<long>(i),
+                                        lines.begin() + static_cast<long>(std::min(i + 3, lines.size())));
+    auto pushed = svc.push_text(id, part);
+    EXPECT_TRUE(pushed.ok()) << pushed.error().message;
+    if (pushed.ok()) last = pushed->last_seq;
+  }
+  return last;
+}
+
+const std::string kQuestion = "What was the last close?";
+
+// Copies a directory tree that is being written: files that vanish meanwhile are skipped, files that grow are
+// copied as far as they got.
+void copy_live_tree(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::create_directories(to, ec);
+  for (fs::recursive_directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path target = to / fs::relative(it->path(), from, ec);
+    if (it->is_directory(ec)) {
+      fs::create_directories(target, ec);
+    } else {
+      fs::copy_file(it->path(), target, fs::copy_options::overwrite_existing, ec);
+    }
+    ec.clear();
+  }
+}
+
+#define AOI_NEEDS_MODEL() \
+  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available"
+
+void expect_same(const Result<QueryOutcome>& a, const Result<QueryOutcome>& b, test::Tally& tally,
+                 const std::string& what) {
+  ASSERT_TRUE(a.ok()) << what << ": " << a.error().message;
+  ASSERT_TRUE(b.ok()) << what << ": " << b.error().message;
+  const auto c = test::compare(a->answer, b->answer);
+  tally.add(c);
+  EXPECT_NE(c.verdict(), test::Verdict::kFailed) << what << ": " << c.describe();
+}
+
+TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  test::Tally tally;
+  Result<QueryOutcome> before = Error::internal("unset");
+  SessionSnapshot snap_before;
+  std::uint64_t pushed = 0, ingested = 0, last_event = 0;
+  std::vector<FlashQuery> flash_before;
+  {
+    auto svc = start(dir.path());
+    ASSERT_TRUE(svc);
+    ASSERT_TRUE(svc->create_session(config("a")).ok());
+    ASSERT_TRUE(svc->add_flash("a", "Is the trend UP or DOWN?", 6).ok());
+    const std::uint64_t last = push_bars(*svc, "a", 0, 60);
+    ASSERT_TRUE(wait_ingested(*svc, "a", last));
+    before = svc->query("a", model_question(kQuestion));
+    snap_before = *svc->session("a");
+    EXPECT_GT(snap_before.rebuilds, 1u) << "the run should evict and rebuild";
+    EXPECT_GT(svc->stats().snapshots_written + 1, 1u);
+    pushed = svc->handle("a")->counters().records_pushed;
+    ingested = svc->handle("a")->counters().records_ingested;
+    last_event = svc->handle("a")->events().last_id();
+    // The flash round for the last version.
+    for (int i = 0;
+         i < 2000 && !svc->handle("a")->flash().lookup("Is the trend UP or DOWN?", snap_before.data_version, 6); ++i) {
+      std::this_thread::sleep_for(5ms);
+    }
+    flash_before = svc->handle("a")->flash().list();
+  }  // a clean stop: a last snapshot of every settled session
+  auto svc = start(dir.path());
+  ASSERT_TRUE(svc);
+  auto listed = svc->sessions();
+  ASSERT_EQ(listed.size(), 1u);
+  const auto after = svc->query("a", model_question(kQuestion));
+  expect_same(after, before, tally, "after a restart");
+  EXPECT_EQ(after->answer.data_version, before->answer.data_version);
+  const SessionSnapshot snap = *svc->session("a");
+  EXPECT_EQ(snap.records, snap_before.records);
+  EXPECT_EQ(snap.data_tokens, snap_before.data_tokens);
+  EXPECT_EQ(snap.records_evicted, snap_before.records_evicted);
+  EXPECT_EQ(svc->handle("a")->counters().records_pushed.load(), pushed);
+  EXPECT_EQ(svc->handle("a")->counters().records_ingested.load(), ingested);
+  // Flash queries come back with their ids, and their answers still answer the version they were made at.
+  const auto flash = svc->handle("a")->flash().list();
+  ASSERT_EQ(flash.size(), flash_before.size());
+  EXPECT_EQ(flash[0].fid, flash_before[0].fid);
+  const auto hit = svc->query("a", [] {
+    QueryRequest r;
+    r.question = "Is the trend UP or DOWN?";
+    r.generation.max_tokens = 6;
+    return r;
+  }());
+  ASSERT_TRUE(hit.ok());
+  EXPECT_EQ(hit->path, "flash");
+  EXPECT_EQ(hit->answer.text, flash_before[0].answer.text);
+  // Event ids keep increasing: a client resuming after the last id it saw misses nothing.
+  const std::uint64_t next = svc->handle("a")->events().publish("test", {});
+  EXPECT_GT(next, last_event);
+  // And the session goes on: new data, same answers as a recompute.
+  ASSERT_TRUE(svc->create_session(config("naive", session::SessionMode::kNaive)).ok());
+  const std::uint64_t last = push_bars(*svc, "a", 60, 12);
+  ASSERT_TRUE(wait_ingested(*svc, "a", last));
+  ASSERT_TRUE(wait_ingested(*svc, "naive", push_bars(*svc, "naive", 0, 72)));
+  expect_same(svc->query("a", model_question(kQuestion)), svc->query("naive", model_question(kQuestion)), tally,
+              "continued after the restart, against a recompute");
+  std::cout << "restart: " << tally.describe() << "\n";
+  EXPECT_EQ(tally.failed, 0);
+}
+
+TEST(Durability, ACopyOfTheDirectoryTakenMidWriteRecoversEveryAcknowledgedRecord) {
+  // What a crash leaves: the files as they are at one instant while the server writes them (log appends,
+  // snapshots in flight). Every record acknowledged before that instant must come back (ingested or counted
+  // as dropped), and the session must answer as a recompute over what it retained.
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  test::Tally tally;
+  std::mt19937 rng(3);
+  for (int round = 0; round < 3; ++round) {
+    TempDir copy;
+    std::uint64_t acknowledged = 0;
+    {
+      auto svc = start(dir.path(), {.snapshot_tokens = 120});
+      ASSERT_TRUE(svc);
+      if (round == 0) {
+        ASSERT_TRUE(svc->create_session(config("a")).ok());
+      }
+      const int bars = static_cast<int>(svc->handle("a")->last_seq_pushed());
+      // Pushes go on while the copy is taken.
+      std::atomic<bool> stop{false};
+      std::thread pusher([&] {
+        int bar = bars;
+        while (!stop.load()) {
+          auto r = svc->push_text("a", test::ohlcv_lines(2, 55, bar));
+          if (r.ok()) bar += 2;
+          std::this_thread::sleep_for(2ms);
+        }
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
+      acknowledged = svc->handle("a")->last_seq_pushed();
+      copy_live_tree(dir.path(), copy.path());
+      stop = true;
+      pusher.join();
+    }
+    auto svc = start(copy.path());
+    ASSERT_TRUE(svc);
+    auto h = svc->handle("a");
+    ASSERT_TRUE(h);
+    const std::uint64_t recovered = h->last_seq_pushed();
+    EXPECT_GE(recovered, acknowledged) << "round " << round << ": acknowledged records were lost";
+    ASSERT_TRUE(wait_ingested(*svc, "a", recovered));
+    const SessionCounters& c = h->counters();
+    EXPECT_EQ(c.records_pushed.load(), recovered);
+    EXPECT_EQ(c.records_ingested + c.records_dropped + c.records_rejected, recovered) << "round " << round;
+    // Against a recompute over the same records.
+    ASSERT_TRUE(svc->create_session(config("naive", session::SessionMode::kNaive)).ok());
+    ASSERT_TRUE(wait_ingested(*svc, "naive", push_bars(*svc, "naive", 0, static_cast<int>(recovered))));
+    expect_same(svc->query("a", model_question(kQuestion)), svc->query("naive", model_question(kQuestion)), tally,
+                "round " + std::to_string(round));
+    svc.reset();
+    // The next round continues the original directory.
+  }
+  std::cout << "copies taken mid-write: " << tally.describe() << "\n";
+  EXPECT_EQ(tally.failed, 0);
+}
+
+TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  auto svc = start(dir.path(), {.max_sessions = 2});
+  ASSERT_TRUE(svc);
+  test::Tally tally;
+  std::map<std::string, Result<QueryOutcome>> first;
+  const std::vector<std::string> ids = {"s0", "s1", "s2", "s3"};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    // More sessions than the cache holds: each creation moves the least recently used idle one to disk.
+    ASSERT_TRUE(svc->create_session(config(ids[i])).ok()) << ids[i];
+    ASSERT_TRUE(wait_ingested(*svc, ids[i], push_bars(*svc, ids[i], 0, 20 + 5 * static_cast<int>(i), 100 + i)));
+    first.emplace(ids[i], svc->query(ids[i], model_question(kQuestion)));
+  }
+  ServiceStats st = svc->stats();
+  EXPECT_EQ(st.sessions, 4);
+  EXPECT_EQ(st.sessions_resident, 2);
+  EXPECT_EQ(st.sessions_on_disk, 2);
+  // Every question brings its session back (and another goes): the answers never change.
+  for (int pass = 0; pass < 3; ++pass) {
+    for (const auto& id : ids) expect_same(svc->query(id, model_question(kQuestion)), first.at(id), tally, id);
+  }
+  EXPECT_EQ(svc->stats().sessions_resident, 2);
+  // Pushes to a session on disk are accepted at once and bring it back.
+  std::string on_disk;
+  for (const auto& id : ids) {
+    if (svc->handle(id)->residency.load() == Residency::kOnDisk) on_disk = id;
+  }
+  ASSERT_FALSE(on_disk.empty());
+  ASSERT_TRUE(wait_ingested(*svc, on_disk, push_bars(*svc, on_disk, 100, 6, 9)));
+  EXPECT_EQ(svc->handle(on_disk)->residency.load(), Residency::kResident);
+  std::cout << "sessions moved to disk and back: " << tally.describe() << "\n";
+  EXPECT_EQ(tally.failed, 0);
+}
+
+TEST(Durability, MovesToDiskRaceQuestionsPushesAndDeletesWithoutLoss) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  auto svc = start(dir.path(), {.max_sessions = 1});
+  ASSERT_TRUE(svc);
+  const std::vector<std::string> ids = {"r0", "r1", "r2"};
+  for (const auto& id : ids) ASSERT_TRUE(svc->create_session(config(id)).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> answered{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      int bar = 0;
+      while (!stop.load()) {
+        const std::string& id = ids[rng() % ids.size()];
+        if (rng() % 3 == 0) {
+          auto r = svc->query(id, model_question(kQuestion, 2));
+          (r.ok() ? answered : refused)++;
+        } else {
+          (void)svc->push_text(id, test::ohlcv_lines(2, 7, bar += 2));
+          // Paced near the model's ingestion rate, so the test races residency rather than a backlog.
+          std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(3s);
+  // A session deleted while others come and go.
+  ASSERT_TRUE(svc->delete_session("r2").ok());
+  std::this_thread::sleep_for(2s);
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(answered.load(), 0);
+  EXPECT_FALSE(svc->handle("r2"));
+  // Every accepted record of the sessions that remain is accounted for.
+  for (const std::string id : {"r0", "r1"}) {
+    auto h = svc->handle(id);
+    ASSERT_TRUE(wait_ingested(*svc, id, h->last_seq_pushed())) << id;
+    const SessionCounters& c = h->counters();
+    EXPECT_EQ(c.records_ingested + c.records_dropped + c.records_rejected, c.records_pushed.load()) << id;
+    EXPECT_EQ(c.records_dropped.load(), 0u) << id;
+  }
+  EXPECT_FALSE(fs::exists(dir.path() / "sessions" / "r2"));
+  std::cout << answered.load() << " questions answered, " << refused.load() << " refused\n";
+}
+
+// Flips one byte in the middle of a file.
+void corrupt(const fs::path& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(0, std::ios::end);
+  const auto size = static_cast<long>(f.tellg());
+  f.seekg(size / 2);
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(size / 2);
+  c = static_cast<char>(c ^ 0x5a);
+  f.write(&c, 1);
+}
+
+TEST(Durability, ADamagedSnapshotIsNeverUsedTheSessionFallsBackOrReportsIt) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  test::Tally tally;
+  Result<QueryOutcome> before = Error::internal("unset");
+  {
+    auto svc = start(dir.path(), {.snapshot_tokens = 100});
+    ASSERT_TRUE(svc);
+    ASSERT_TRUE(svc->create_session(config("a")).ok());
+    ASSERT_TRUE(svc->create_session(config("naive", session::SessionMode::kNaive)).ok());
+    // Data in phases, so that snapshots come between them and the log is cut behind the older one.
+    for (int phase = 0; phase < 4; ++phase) {
+      ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", phase * 10, 10)));
+      ASSERT_TRUE(wait_ingested(*svc, "naive", push_bars(*svc, "naive", phase * 10, 10)));
+    }
+    before = svc->query("a", model_question(kQuestion));
+    expect_same(before, svc->query("naive", model_question(kQuestion)), tally, "before, against a recompute");
+  }
+  const fs::path sdir = dir.path() / "sessions" / "a";
+  ASSERT_TRUE(fs::exists(sdir / "snapshot.aoisnap"));
+  ASSERT_TRUE(fs::exists(sdir / "snapshot.prev.aoisnap"));
+  // The latest damaged: the one before it and the log after it bring the session back, exactly.
+  corrupt(sdir / "snapshot.aoisnap");
+  {
+    auto svc = start(dir.path());
+    ASSERT_TRUE(svc);
+    const auto after = svc->query("a", model_question(kQuestion));
+    expect_same(after, before, tally, "from the snapshot before");
+    expect_same(after, svc->query("naive", model_question(kQuestion)), tally, "from the snapshot before, recompute");
+  }
+  // Both damaged, and the log no longer starts at the first record: the session is reported, not used.
+  for (const char* f : {"snapshot.aoisnap", "snapshot.prev.aoisnap"}) {
+    if (fs::exists(sdir / f)) corrupt(sdir / f);
+  }
+  auto svc = start(dir.path());
+  ASSERT_TRUE(svc);
+  auto snap = svc->session("a");
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(svc->handle("a")->residency.load(), Residency::kDamaged);
+  EXPECT_NE(snap->damage.find("checksum"), std::string::npos) << snap->damage;
+  const auto q = svc->query("a", model_question(kQuestion));
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.error().type, ErrorType::kDamaged);
+  EXPECT_NE(q.error().message.find("damaged"), std::string::npos);
+  EXPECT_FALSE(svc->push_text("a", {"x"}).ok());
+  // It can be deleted, and its name used again.
+  ASSERT_TRUE(svc->delete_session("a").ok());
+  ASSERT_TRUE(svc->create_session(config("a")).ok());
+  EXPECT_EQ(tally.failed, 0);
+}
+
+TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
+  AOI_NEEDS_MODEL();
+  if (test::model_path("stories260K").empty()) GTEST_SKIP() << "stories260K not available";
+  TempDir dir;
+  ExportedSession exported;
+  {
+    auto svc = start(dir.path(), {.snapshot_tokens = 100});
+    ASSERT_TRUE(svc);
+    ASSERT_TRUE(svc->create_session(config("a")).ok());
+    // In phases: snapshots between them, and the log cut behind the older one.
+    for (int phase = 0; phase < 4; ++phase) {
+      ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", phase * 10, 10)));
+    }
+    std::promise<Result<ExportedSession>> p;
+    svc->export_session("a", [&](Result<ExportedSession> r) { p.set_value(std::move(r)); });
+    auto r = p.get_future().get();
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    exported = std::move(r).value();
+  }
+  TempDir other;
+  auto svc = start(dir.path(), {.model = "stories260K"});
+  ASSERT_TRUE(svc);
+  // Restarted on another model: its snapshots are refused; the log no longer holds the first records.
+  auto snap = svc->session("a");
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(svc->handle("a")->residency.load(), Residency::kDamaged);
+  EXPECT_NE(snap->damage.find("another model"), std::string::npos) << snap->damage;
+  // An export of it is refused too.
+  std::promise<Result<SessionSnapshot>> p;
+  svc->import_session(exported.snapshot, "b", [&](Result<SessionSnapshot> r) { p.set_value(std::move(r)); });
+  auto imported = p.get_future().get();
+  ASSERT_FALSE(imported.ok());
+  EXPECT_NE(imported.error().message.find("another model"), std::string::npos) << imported.error().message;
+  EXPECT_FALSE(svc->handle("b"));
+}
+
+TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
+  AOI_NEEDS_MODEL();
+  TempDir a_dir, b_dir;
+  test::Tally tally;
+  auto a = start(a_dir.path(), {.max_sessions = 2});
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(a->create_session(config("x")).ok());
+  ASSERT_TRUE(a->add_flash("x", "Is the trend UP or DOWN?", 4).ok());
+  ASSERT_TRUE(wait_ingested(*a, "x", push_bars(*a, "x", 0, 45)));
+  const auto before = a->query("x", model_question(kQuestion));
+  std::promise<Result<ExportedSession>> p;
+  a->export_session("x", [&](Result<ExportedSession> r) { p.set_value(std::move(r)); });
+  auto exported = p.get_future().get();
+  ASSERT_TRUE(exported.ok()) << exported.error().message;
+  EXPECT_EQ(exported->last_seq, 45u);
+  // Through the file format (what travels between servers).
+  const store::Bytes bytes = store::encode_snapshot(exported->snapshot);
+  auto decoded = store::decode_snapshot(bytes);
+  ASSERT_TRUE(decoded.ok());
+  // Another server, with another number of sequences.
+  auto b = start(b_dir.path(), {.max_sessions = 4});
+  ASSERT_TRUE(b);
+  std::promise<Result<SessionSnapshot>> q;
+  b->import_session(std::move(decoded).value(), "y", [&](Result<SessionSnapshot> r) { q.set_value(std::move(r)); });
+  auto imported = q.get_future().get();
+  ASSERT_TRUE(imported.ok()) << imported.error().message;
+  expect_same(b->query("y", model_question(kQuestion)), before, tally, "imported");
+  EXPECT_EQ(b->handle("y")->flash().list().size(), 1u);
+  EXPECT_EQ(b->handle("y")->counters().records_ingested.load(), 45u);
+  // It goes on from there, and survives b's restart.
+  ASSERT_TRUE(wait_ingested(*b, "y", push_bars(*b, "y", 45, 6)));
+  const auto continued = b->query("y", model_question(kQuestion));
+  b.reset();
+  b = start(b_dir.path(), {.max_sessions = 4});
+  expect_same(b->query("y", model_question(kQuestion)), continued, tally, "imported, then restarted");
+  EXPECT_EQ(tally.failed, 0);
+}
+
+// A small filesystem mounted for the test (root only: CI runs as root).
+class SmallFs {
+ public:
+  explicit SmallFs(const fs::path& at, const char* size) : at_(at) {
+    ok_ = ::mount("tmpfs", at.c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
+  }
+  ~SmallFs() {
+    if (bound_) ::umount2(at_.c_str(), MNT_DETACH);
+    if (ok_) ::umount2(at_.c_str(), MNT_DETACH);
+  }
+  bool ok() const { return ok_; }
+  // Read-only from now on, for everything opened from now on (a remount of the whole filesystem is refused
+  // while the server holds files open for writing; a read-only bind mount on top is not).
+  bool make_read_only() {
+    bound_ = ::mount(at_.c_str(), at_.c_str(), nullptr, MS_BIND, nullptr) == 0;
+    return bound_ && ::mount(nullptr, at_.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) == 0;
+  }
+
+ private:
+  fs::path at_;
+  bool ok_ = false;
+  bool bound_ = false;
+};
+
+TEST(Durability, AFullOrReadOnlyDiskGivesClearErrorsAndTheServerKeepsServing) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  SmallFs small(dir.path(), "4m");
+  if (!small.ok()) GTEST_SKIP() << "cannot mount a small filesystem here (needs root): " << std::strerror(errno);
+  auto svc = start(dir.path(), {.snapshot_tokens = 1 << 20});
+  ASSERT_TRUE(svc);
+  ASSERT_TRUE(svc->create_session(config("a")).ok());
+  ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", 0, 20)));
+  const auto before = svc->query("a", model_question(kQuestion));
+  ASSERT_TRUE(before.ok());
+  // Fill the disk.
+  {
+    std::ofstream filler(dir.path() / "filler", std::ios::binary);
+    const std::string block(64 * 1024, 'x');
+    while (filler.write(block.data(), static_cast<std::streamsize>(block.size()))) {
+    }
+  }
+  // The log's last page may still have room for a few pushes; then a push fails, and nothing of it is taken.
+  Result<PushResult> full = PushResult{};
+  int bar = 20;
+  for (int i = 0; i < 500 && full.ok(); ++i, bar += 3) {
+    const std::uint64_t before_push = svc->handle("a")->last_seq_pushed();
+    full = svc->push_text("a", test::ohlcv_lines(3, 55, bar));
+    if (!full.ok()) {
+      EXPECT_EQ(svc->handle("a")->last_seq_pushed(), before_push) << "a refused push took records";
+    }
+  }
+  ASSERT_FALSE(full.ok()) << "pushes kept succeeding on a full disk";
+  EXPECT_EQ(full.error().type, ErrorType::kStorage);
+  EXPECT_NE(full.error().message.find("No space left on device"), std::string::npos) << full.error().message;
+  auto created = svc->create_session(config("b"));
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.error().type, ErrorType::kStorage);
+  // Questions go on.
+  auto during = svc->query("a", model_question(kQuestion));
+  ASSERT_TRUE(during.ok());
+  EXPECT_EQ(during->answer.tokens, before->answer.tokens);
+  // Room again: pushes are accepted again.
+  fs::remove(dir.path() / "filler");
+  ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", bar, 3)));
+  // Read-only: nothing new can be written (a new session, a snapshot), with errors that say so; questions and
+  // the sessions there go on.
+  ASSERT_TRUE(small.make_read_only()) << std::strerror(errno);
+  auto ro = svc->create_session(config("c"));
+  ASSERT_FALSE(ro.ok());
+  EXPECT_EQ(ro.error().type, ErrorType::kStorage);
+  EXPECT_NE(ro.error().message.find("Read-only file system"), std::string::npos) << ro.error().message;
+  std::promise<Result<SaveOutcome>> saved;
+  svc->save_session("a", [&](Result<SaveOutcome> r) { saved.set_value(std::move(r)); });
+  auto save = saved.get_future().get();
+  ASSERT_FALSE(save.ok());
+  EXPECT_EQ(save.error().type, ErrorType::kStorage);
+  EXPECT_NE(save.error().message.find("Read-only file system"), std::string::npos) << save.error().message;
+  EXPECT_TRUE(svc->query("a", model_question(kQuestion)).ok());
+  EXPECT_GT(svc->stats().snapshot_errors, 0u);
+  svc.reset();  // stopping with a read-only directory must not hang or crash either
+}
+
+}  // namespace
+}  // namespace aoi::service
