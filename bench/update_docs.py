@@ -23,7 +23,12 @@ def main():
     ap.add_argument("--commit", help="the commit it was run at")
     args = ap.parse_args()
     with open(args.file) as f:
-        text = f.read().strip() + "\n"
+        lines = f.read().strip().splitlines()
+    # Log lines the engine printed among the results ("[2026-11-23 16:42:03.055] [warning] ...") are not
+    # results; a benchmark's own headings become bold lines inside the docs' section.
+    lines = [l for l in lines if not re.match(r"^\[\d{4}-\d\d-\d\d ", l)]
+    lines = [re.sub(r"^#+ (.*)$", r"**\1**", l) for l in lines]
+    text = "\n".join(lines) + "\n"
     if args.command or args.commit:
         if not (args.command and args.commit):
             sys.exit("--command and --commit go together")

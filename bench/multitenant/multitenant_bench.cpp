@@ -31,77 +31,12 @@
 
 #include "aoi/workload/ohlcv.h"
 #include "aoi/workload/questions.h"
-#include "http_client.h"
+#include "bench_client.h"
 
 namespace {
 
-using nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using namespace aoi::bench;
 using namespace std::chrono_literals;
-
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "aoi-bench-multitenant: %s\n", message.c_str());
-  std::exit(1);
-}
-
-double since_ms(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double rank = p * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(rank));
-  const auto hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
-double median(const std::vector<double>& v) { return percentile(v, 0.5); }
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
-// One server: a client per thread that talks to it.
-class Server {
- public:
-  explicit Server(std::string url) : url_(std::move(url)) {
-    auto parsed = aoi::cli::parse_url(url_);
-    if (!parsed) die(parsed.error().message);
-    parsed_ = *parsed;
-  }
-  json call(const std::string& method, const std::string& target, const json& body = nullptr,
-            const std::string& content_type = "application/json", const std::string& raw = {}) const {
-    thread_local std::map<std::string, std::unique_ptr<aoi::cli::HttpClient>> clients;
-    auto& client = clients[url_];
-    if (!client) client = std::make_unique<aoi::cli::HttpClient>(parsed_, "");
-    aoi::cli::HttpRequest req{method, target, raw, raw.empty() ? "" : content_type, {}};
-    if (!body.is_null()) {
-      req.body = body.dump();
-      req.content_type = "application/json";
-    }
-    auto res = client->send(req);
-    if (!res) die(url_ + ": " + res.error().message);
-    if (!res->ok()) die(method + " " + url_ + target + ": " + aoi::cli::describe_error(*res));
-    if (res->content_type.find("json") == std::string::npos) return json(res->body);
-    return res->body.empty() ? json() : json::parse(res->body);
-  }
-  // One Prometheus sample (the first whose name and labels start with `series`), or 0.
-  double metric(const std::string& series) const {
-    const std::string text = call("GET", "/metrics").get<std::string>();
-    size_t at = 0;
-    while ((at = text.find(series, at)) != std::string::npos) {
-      if (at == 0 || text[at - 1] == '\n') {
-        const size_t space = text.find(' ', at + series.size());
-        return std::atof(text.c_str() + space + 1);
-      }
-      at += series.size();
-    }
-    return 0;
-  }
-  const std::string& url() const { return url_; }
-
- private:
-  std::string url_;
-  aoi::cli::Url parsed_;
-};
 
 // Runs fn(i) for i in [0, n) on n threads at once; returns each call's wall time in ms.
 std::vector<double> at_once(int n, const std::function<void(int)>& fn) {
