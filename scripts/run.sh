@@ -129,8 +129,11 @@ grep "^aoi: " "$log" | grep -v "loading" || true
 
 # Sessions live in the server's data directory (default ~/.local/state/aoi): after a restart, even a kill -9,
 # the session is back with its data and flash answers, and this feed continues it.
+skip=0
 if "$aoi" sessions 2>/dev/null | awk '{print $1}' | grep -qx "$session"; then
-  echo "aoi run: session $session is back from the data directory; the feed continues it"
+  skip=$(curl -sf ${AOI_API_KEY:+-H "Authorization: Bearer $AOI_API_KEY"} "$server/v1/sessions/$session" |
+         python3 -c 'import json, sys; print(json.load(sys.stdin)["last_seq_pushed"])') || skip=0
+  echo "aoi run: session $session is back from the data directory with $skip bars; the feed continues after them"
 else
   "$aoi" create "$session" --system "$system" --template "$template" --max-tokens "$window_tokens" \
     --flash "$flash1" --flash "$flash2"
@@ -147,7 +150,7 @@ mkfifo "$fifo"
     { echo "aoi run: aoi push stopped:"; tail -n 1 "$push_log"; } >&2
 } &
 push_pid=$!
-"$aoi" feed ohlcv --json --rate 2 >"$fifo" &
+"$aoi" feed ohlcv --json --rate 2 --skip "$skip" >"$fifo" &
 feed_pid=$!
 
 # Asks every few seconds; the answer is shown on one line (newlines as \n) between the events.

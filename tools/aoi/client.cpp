@@ -665,12 +665,15 @@ void add_feed_options(CLI::App& app, FeedOptions& o) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--count", o.count, "bars to print (0: no end)")->check(CLI::NonNegativeNumber);
+  app.add_option("--skip", o.skip, "bars to generate and not print first (continue a stream of that many bars)")
+      ->check(CLI::NonNegativeNumber);
   CLI::Option* as_json = app.add_flag("--json", o.json, "one JSON object per line: t, o, h, l, c, v");
   app.add_flag("--csv", o.csv, "CSV: a header row, then t,o,h,l,c,v rows")->excludes(as_json);
 }
 
 int run_feed(const FeedOptions& o) {
   workload::OhlcvGenerator gen({.seed = o.seed});
+  for (std::int64_t i = 0; i < o.skip; ++i) (void)gen.next();
   if (o.csv && std::printf("t,o,h,l,c,v\n") < 0) return 1;
   const auto t0 = Clock::now();
   for (std::int64_t i = 0; o.count == 0 || i < o.count; ++i) {

@@ -73,6 +73,7 @@ struct FeedOptions {
   std::uint64_t seed = 1;
   double rate = 1;         // bars per second; 0: as fast as the reader takes them
   std::int64_t count = 0;  // 0: no end
+  std::int64_t skip = 0;   // bars generated and not printed first: a stream that continues one of that length
   bool json = false;       // one JSON object per line: t, o, h, l, c, v
   bool csv = false;        // a header row, then t,o,h,l,c,v rows
 };
