@@ -278,6 +278,23 @@ void Service::with_resident(const std::shared_ptr<SessionHandle>& handle, std::f
               std::move(fail));
 }
 
+void Service::with_settled(const std::shared_ptr<SessionHandle>& handle, std::function<void(SessionRuntime&)> then,
+                           std::function<void(const Error&)> fail) {
+  InferenceState* st = state_.get();
+  auto on_error = std::make_shared<std::function<void(const Error&)>>(std::move(fail));
+  with_resident(
+      handle,
+      [st, handle, then = std::move(then), on_error](Status resident) mutable {
+        if (!resident) return (*on_error)(resident.error());
+        const auto it = st->sessions().find(handle->id());
+        if (it == st->sessions().end())
+          return (*on_error)(Error::not_found("session " + handle->id() + " was deleted"));
+        st->loop().add(std::make_unique<SettleLane>(*st, it->second, std::move(then),
+                                                    [on_error](const Error& e) { (*on_error)(e); }));
+      },
+      [on_error](const Error& e) { (*on_error)(e); });
+}
+
 void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
                             std::function<void(Result<SessionSnapshot>)> done) {
   const std::string id = handle->id();
@@ -618,23 +635,15 @@ void Service::export_session(std::string_view id, std::function<void(Result<Expo
   }
   auto reply = std::make_shared<std::function<void(Result<ExportedSession>)>>(std::move(done));
   InferenceState* st = state_.get();
-  with_resident(
+  with_settled(
       h,
-      [st, h, reply](Status resident) {
-        if (!resident) return (*reply)(resident.error());
-        const auto it = st->sessions().find(h->id());
-        if (it == st->sessions().end()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
-        st->loop().add(std::make_unique<SettleLane>(
-            *st, it->second,
-            [st, reply](SessionRuntime& rt) {
-              const SnapshotMeta meta = st->snapshot_meta(rt);
-              ExportedSession out;
-              out.last_seq = meta.consumed_seq;
-              out.data_version = meta.data_version;
-              out.snapshot = encode_session_snapshot(meta, rt.session->save());
-              (*reply)(std::move(out));
-            },
-            [reply](const Error& e) { (*reply)(e); }));
+      [st, reply](SessionRuntime& rt) {
+        const SnapshotMeta meta = st->snapshot_meta(rt);
+        ExportedSession out;
+        out.last_seq = meta.consumed_seq;
+        out.data_version = meta.data_version;
+        out.snapshot = encode_session_snapshot(meta, rt.session->save());
+        (*reply)(std::move(out));
       },
       [reply](const Error& e) { (*reply)(e); });
 }
@@ -646,26 +655,18 @@ void Service::save_session(std::string_view id, std::function<void(Result<SaveOu
     return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
   auto reply = std::make_shared<std::function<void(Result<SaveOutcome>)>>(std::move(done));
   InferenceState* st = state_.get();
-  with_resident(
+  with_settled(
       h,
-      [st, h, reply](Status resident) {
-        if (!resident) return (*reply)(resident.error());
-        const auto it = st->sessions().find(h->id());
-        if (it == st->sessions().end()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
-        st->loop().add(std::make_unique<SettleLane>(
-            *st, it->second,
-            [st, reply](SessionRuntime& rt) {
-              auto out = std::make_shared<SaveOutcome>();
-              out->tokens = rt.session->cells_used();
-              out->last_seq = rt.session->last_record_seq();
-              out->copy_ms = st->take_snapshot(rt, [reply, out](const Status& written, std::uint64_t bytes, double ms) {
-                if (!written) return (*reply)(written.error());
-                out->bytes = bytes;
-                out->write_ms = ms;
-                (*reply)(*out);
-              });
-            },
-            [reply](const Error& e) { (*reply)(e); }));
+      [st, reply](SessionRuntime& rt) {
+        auto out = std::make_shared<SaveOutcome>();
+        out->tokens = rt.session->cells_used();
+        out->last_seq = rt.session->last_record_seq();
+        out->copy_ms = st->take_snapshot(rt, [reply, out](const Status& written, std::uint64_t bytes, double ms) {
+          if (!written) return (*reply)(written.error());
+          out->bytes = bytes;
+          out->write_ms = ms;
+          (*reply)(*out);
+        });
       },
       [reply](const Error& e) { (*reply)(e); });
 }

@@ -40,6 +40,7 @@
 namespace aoi::service {
 
 class InferenceState;
+struct SessionRuntime;
 class Persistence;
 
 // Where sessions live on disk (aoi serve --data-dir). Without a directory everything is in memory and a
@@ -243,6 +244,10 @@ class Service {
   // Runs `then` on the loop thread with the session resident (or the reason it cannot be).
   void with_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then,
                      std::function<void(const Error&)> fail);
+  // Runs `then` on the loop thread with the session resident and settled (no append in flight: its state is
+  // one data version), or `fail` with the reason it cannot be.
+  void with_settled(const std::shared_ptr<SessionHandle>& handle, std::function<void(SessionRuntime&)> then,
+                    std::function<void(const Error&)> fail);
   // Creates (or imports) through a CreateLane and registers the handle once it is resident.
   void start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
                      std::function<void(Result<SessionSnapshot>)> done);
