@@ -14,6 +14,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+# shellcheck source=../lib.sh
+. bench/lib.sh
 
 preset=cpu model="" threads=$(nproc) out="" skip_build=0
 while [ $# -gt 0 ]; do
@@ -39,32 +41,12 @@ batch=512
 max_size=${sizes##*,}
 
 if [ "$skip_build" = 0 ]; then
-  scripts/setup.sh
-  scripts/build.sh build
-  cmake --build build -j"$(nproc)" --target llama-server aoi-bench-durability >/dev/null
+  bench_build llama-server aoi-bench-durability
 fi
-if [ ! -f "$model" ]; then
-  case "$model" in
-    build/models/test-micro.gguf) build/tools/aoi-gen-model --shape test-micro --type f16 -o "$model" ;;
-    models/smollm2-135m-q8_0.gguf) build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$model" ;;
-    *) echo "no model at $model" >&2; exit 2 ;;
-  esac
-fi
+bench_model "$model"
 rm -rf "$out"
 mkdir -p "$out"
 
-pids=()
-stop_servers() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
-trap stop_servers EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-              echo $((20000 + RANDOM % 20000)); }
-wait_ready() {  # url log
-  for _ in $(seq 1 2400); do
-    curl -sf "$1/health" >/dev/null 2>&1 && return 0
-    sleep 0.25
-  done
-  echo "server at $1 did not become ready; its log:" >&2; tail -20 "$2" >&2; exit 1
-}
 start_aoi() {  # log, then aoi serve options; sets $url
   local log=$1 port; shift
   port=$(free_port)
@@ -76,8 +58,7 @@ start_aoi() {  # log, then aoi serve options; sets $url
 }
 bench() { build/bench/aoi-bench-durability --out "$out" "$@"; }
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit+changes"
+commit=$(bench_commit)
 cat >"$out/settings.json" <<JSON
 {"preset": "$preset", "model": "$model", "threads": $threads, "batch": $batch, "flash_attn": "off",
  "kv_type": "f16", "sizes": [$sizes], "restart_sessions": $restart_sessions, "restart_tokens": $restart_tokens,

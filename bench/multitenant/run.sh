@@ -14,6 +14,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+# shellcheck source=../lib.sh
+. bench/lib.sh
 
 preset=cpu model="" threads=$(nproc) out="" skip_build=0 llama=1 fa=off sessions="" tokens="" per_arg=""
 while [ $# -gt 0 ]; do
@@ -47,36 +49,15 @@ out=${out:-bench-out/multitenant-$preset}
 batch=512
 
 if [ "$skip_build" = 0 ]; then
-  scripts/setup.sh
-  scripts/build.sh build
-  cmake --build build -j"$(nproc)" --target llama-server llama-bench aoi-bench-multitenant >/dev/null
+  bench_build llama-server llama-bench aoi-bench-multitenant
 fi
-if [ ! -f "$model" ]; then
-  case "$model" in
-    build/models/test-micro.gguf) build/tools/aoi-gen-model --shape test-micro --type f16 -o "$model" ;;
-    models/smollm2-135m-q8_0.gguf) build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$model" ;;
-    *) echo "no model at $model" >&2; exit 2 ;;
-  esac
-fi
+bench_model "$model"
 mkdir -p "$out"
 rm -f "$out"/results-*.json
 
-pids=()
-stop_servers() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
-trap stop_servers EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-              echo $((20000 + RANDOM % 20000)); }
-wait_ready() {  # url log
-  for _ in $(seq 1 1200); do
-    curl -sf "$1/health" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "server at $1 did not become ready; its log:" >&2; tail -20 "$2" >&2; exit 1
-}
 round256() { echo $(( ($1 + 255) / 256 * 256 )); }
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit+changes"
+commit=$(bench_commit)
 cat >"$out/settings.json" <<JSON
 {"preset": "$preset", "model": "$model", "threads": $threads, "batch": $batch, "flash_attn": "$fa",
  "kv_type": "f16", "tokens": $tokens, "answer_tokens": $answer, "questions": $questions,

@@ -15,6 +15,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+# shellcheck source=../lib.sh
+. bench/lib.sh
 
 preset=quick model="" threads=$(nproc) out="" other="" naive_every="" skip_build=0 gpu=0
 while [ $# -gt 0 ]; do
@@ -47,40 +49,17 @@ model=${model:-$default_model}
 out=${out:-bench-out/$preset}
 
 if [ "$skip_build" = 0 ]; then
-  scripts/setup.sh
-  scripts/build.sh build
-  cmake --build build -j"$(nproc)" --target llama-server aoi-bench-streaming >/dev/null
+  bench_build llama-server aoi-bench-streaming
 fi
-if [ ! -f "$model" ]; then
-  case "$model" in
-    build/models/test-micro.gguf) build/tools/aoi-gen-model --shape test-micro --type f16 -o "$model" ;;
-    models/smollm2-135m-q8_0.gguf) build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$model" ;;
-    *) echo "no model at $model" >&2; exit 2 ;;
-  esac
-fi
+bench_model "$model"
 mkdir -p "$out"
-
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-              echo $((20000 + RANDOM % 20000)); }
-wait_ready() {  # url log
-  for _ in $(seq 1 600); do
-    curl -sf "$1/health" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "server at $1 did not become ready; its log:" >&2; tail -20 "$2" >&2; exit 1
-}
 
 aoi_gpu=() llama_gpu=()
 [ "$gpu" = 1 ] && aoi_gpu=(--n-gpu-layers -1) && llama_gpu=(-ngl 999)
 
 # aoi: stateful and naive in separate processes, so that each is timed alone. A server has three sequences
 # (the session's, a completion slot, a spare for recompute eviction's rebuilds), each holding the whole stream.
-# The servers start in this shell (not in a $(...) subshell), so that cleanup knows their pids; each start sets
-# $url.
+# The servers start in this shell (bench/lib.sh); each start sets $url.
 start_aoi() {  # name cells-per-sequence
   local port; port=$(free_port)
   build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size $((3 * $2)) --max-sessions 1 \

@@ -24,12 +24,15 @@
 
 #include "aoi/workload/ohlcv.h"
 #include "aoi/workload/questions.h"
+#include "bench_client.h"
 #include "http_client.h"
 
 namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using aoi::bench::percentile;
+using aoi::bench::since_ms;
 using aoi::workload::Bar;
 
 struct System {
@@ -73,17 +76,6 @@ json call(System& s, const std::string& method, const std::string& target, const
   return res->body.empty() ? json() : json::parse(res->body);
 }
 
-double since_ms(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double rank = p * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(rank));
-  const auto hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
-}
-
 std::string one_line(std::string s, size_t max = 18) {
   for (auto& c : s) {
     if (c == '\n' || c == '|' || c == '\r') c = ' ';
@@ -102,8 +94,7 @@ int main(int argc, char** argv) {
   int initial = 100, per_iter = 55, iterations = 15, window = 0, max_tokens = 8, retention_tokens = 0;
   std::uint64_t seed = 7;
   bool require_agreement = false;
-  app.add_option("--system", system_specs, "NAME=KIND:URL[@EVERY] (kinds: aoi, aoi-naive, llama, openai)")
-      ->required();
+  app.add_option("--system", system_specs, "NAME=KIND:URL[@EVERY] (kinds: aoi, aoi-naive, llama, openai)")->required();
   app.add_option("--out", out_dir, "output folder");
   app.add_option("--label", label, "scenario name for the outputs");
   app.add_option("--initial-bars", initial);
@@ -153,7 +144,9 @@ int main(int argc, char** argv) {
   }
   for (auto& s : systems) {
     if (s.session.empty()) continue;
-    json body = {{"id", s.session}, {"system", instructions}, {"mode", s.kind == "aoi-naive" ? "naive" : "stateful"},
+    json body = {{"id", s.session},
+                 {"system", instructions},
+                 {"mode", s.kind == "aoi-naive" ? "naive" : "stateful"},
                  {"query_budget", 128}};
     json retention = json::object();
     if (retention_tokens > 0) retention["max_tokens"] = retention_tokens;
@@ -195,8 +188,8 @@ int main(int argc, char** argv) {
   };
 
   std::printf("# %s: %d initial bars, %d iterations of +%d bars%s, %d answer tokens at most\n\n", label.c_str(),
-              initial, iterations, per_iter,
-              window > 0 ? (", window " + std::to_string(window) + " bars").c_str() : "", max_tokens);
+              initial, iterations, per_iter, window > 0 ? (", window " + std::to_string(window) + " bars").c_str() : "",
+              max_tokens);
   std::printf("| it | bars | context tokens | question | truth |");
   for (const auto& s : systems) std::printf(" %s ms | %s answer |", s.name.c_str(), s.name.c_str());
   std::printf("\n|---:|---:|---:|---|---|");
@@ -211,8 +204,9 @@ int main(int argc, char** argv) {
     const auto type = static_cast<aoi::workload::QuestionType>((it - 1) % aoi::workload::kQuestionTypes);
     const aoi::workload::Question q = aoi::workload::make_question(type, visible);
     // The exact prompt (for llama-server and the token count), fetched before any timing.
-    const json prompt = call(*reference, "GET",
-                             "/v1/sessions/" + reference->session + "/context?question=" + aoi::cli::url_encode_segment(q.text));
+    const json prompt =
+        call(*reference, "GET",
+             "/v1/sessions/" + reference->session + "/context?question=" + aoi::cli::url_encode_segment(q.text));
     std::vector<int> tokens = prompt["tokens"].get<std::vector<int>>();
     const auto qt = prompt["question_tokens"].get<std::vector<int>>();
     const int context_tokens = static_cast<int>(tokens.size() + qt.size());
@@ -235,18 +229,23 @@ int main(int argc, char** argv) {
         m.data_version = r["data_version"];
       } else if (s.kind == "llama") {
         const json r = call(s, "POST", "/completion",
-                            {{"prompt", tokens}, {"n_predict", max_tokens}, {"temperature", 0}, {"top_k", 1},
-                             {"cache_prompt", true}, {"stream", false}});
+                            {{"prompt", tokens},
+                             {"n_predict", max_tokens},
+                             {"temperature", 0},
+                             {"top_k", 1},
+                             {"cache_prompt", true},
+                             {"stream", false}});
         m.ms = since_ms(t0);
         m.answer = r.value("content", "");
       } else {
         std::string bars_text;
         for (const Bar& b : visible) bars_text += aoi::workload::format_bar(b) + "\n";
-        const json r = call(s, "POST", "/v1/chat/completions",
-                            {{"messages", json::array({{{"role", "system"}, {"content", instructions + "\n" + bars_text}},
-                                                       {{"role", "user"}, {"content", q.text}}})},
-                             {"max_tokens", max_tokens},
-                             {"temperature", 0}});
+        const json r =
+            call(s, "POST", "/v1/chat/completions",
+                 {{"messages", json::array({{{"role", "system"}, {"content", instructions + "\n" + bars_text}},
+                                            {{"role", "user"}, {"content", q.text}}})},
+                  {"max_tokens", max_tokens},
+                  {"temperature", 0}});
         m.ms = since_ms(t0);
         m.answer = r["choices"][0]["message"]["content"];
       }
@@ -273,8 +272,10 @@ int main(int argc, char** argv) {
   std::vector<double> ref_ms;
   for (const auto* m : by_system[reference->name]) ref_ms.push_back(m->ms);
   const double ref_mean = mean_of(ref_ms);
-  std::printf("\n| system | n | mean ms | p50 ms | p99 ms | sigma ms | last ms | %s speedup (mean) | at the last | accuracy |\n",
-              reference->name.c_str());
+  std::printf(
+      "\n| system | n | mean ms | p50 ms | p99 ms | sigma ms | last ms | %s speedup (mean) | at the last | accuracy "
+      "|\n",
+      reference->name.c_str());
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   json summary = json::object();
   for (const auto& s : systems) {
@@ -293,11 +294,16 @@ int main(int argc, char** argv) {
     const double last = by_system[s.name].back()->ms;
     const double ref_last = by_system[reference->name].back()->ms;
     std::printf("| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.1fx | %.1fx | %d/%zu |\n", s.name.c_str(), ms.size(),
-                mean, percentile(ms, 0.5), percentile(ms, 0.99), sigma, last, mean / ref_mean, last / ref_last,
-                correct, ms.size());
-    summary[s.name] = {{"n", ms.size()},           {"mean_ms", mean},       {"p50_ms", percentile(ms, 0.5)},
-                       {"p99_ms", percentile(ms, 0.99)}, {"sigma_ms", sigma}, {"last_ms", last},
-                       {"speedup_mean", mean / ref_mean}, {"speedup_last", last / ref_last},
+                mean, percentile(ms, 0.5), percentile(ms, 0.99), sigma, last, mean / ref_mean, last / ref_last, correct,
+                ms.size());
+    summary[s.name] = {{"n", ms.size()},
+                       {"mean_ms", mean},
+                       {"p50_ms", percentile(ms, 0.5)},
+                       {"p99_ms", percentile(ms, 0.99)},
+                       {"sigma_ms", sigma},
+                       {"last_ms", last},
+                       {"speedup_mean", mean / ref_mean},
+                       {"speedup_last", last / ref_last},
                        {"accuracy", static_cast<double>(correct) / static_cast<double>(ms.size())}};
   }
   // Agreement of every system with the reference, on the iterations both answered.
@@ -313,7 +319,8 @@ int main(int argc, char** argv) {
       }
     }
     if (s.kind == "aoi-naive") disagreements_with_naive += both - same;
-    std::printf("\nagreement of %s with %s: %d/%d answers identical", reference->name.c_str(), s.name.c_str(), same, both);
+    std::printf("\nagreement of %s with %s: %d/%d answers identical", reference->name.c_str(), s.name.c_str(), same,
+                both);
     summary[s.name]["agreement_with_reference"] = both == 0 ? 0.0 : static_cast<double>(same) / both;
   }
   std::printf("\n");
@@ -331,9 +338,16 @@ int main(int argc, char** argv) {
     }
     json raw = json::array();
     for (const auto& m : all) {
-      raw.push_back({{"iteration", m.iteration}, {"bars", m.bars}, {"context_tokens", m.context_tokens},
-                     {"question", m.question_type}, {"truth", m.truth}, {"system", m.system}, {"ms", m.ms},
-                     {"answer", m.answer}, {"correct", m.correct}, {"data_version", m.data_version}});
+      raw.push_back({{"iteration", m.iteration},
+                     {"bars", m.bars},
+                     {"context_tokens", m.context_tokens},
+                     {"question", m.question_type},
+                     {"truth", m.truth},
+                     {"system", m.system},
+                     {"ms", m.ms},
+                     {"answer", m.answer},
+                     {"correct", m.correct},
+                     {"data_version", m.data_version}});
     }
     std::ofstream(base + ".json") << json{{"label", label}, {"summary", summary}, {"results", raw}}.dump(2);
     std::ofstream dat(base + ".dat");
@@ -355,7 +369,8 @@ int main(int argc, char** argv) {
   const std::string plot = "gnuplot '" + base + ".gp' 2>/dev/null";
   if (std::system(plot.c_str()) != 0) {
     const std::string fallback = "sed -i 's/pngcairo/png/' '" + base + ".gp' && gnuplot '" + base + ".gp'";
-    if (std::system(fallback.c_str()) != 0) std::fprintf(stderr, "gnuplot failed; %s.dat holds the points\n", base.c_str());
+    if (std::system(fallback.c_str()) != 0)
+      std::fprintf(stderr, "gnuplot failed; %s.dat holds the points\n", base.c_str());
   }
   std::printf("results: %s.csv %s.json %s.png\n", base.c_str(), base.c_str(), base.c_str());
   if (require_agreement && disagreements_with_naive > 0) {
