@@ -169,12 +169,12 @@ std::vector<std::uint8_t> Context::seq_state(SeqId seq) {
   for (size_t i = 0; i < n - 1 - own; ++i) {
     if (read_u32(out.data() + out.size() - tail + 4 * i) != 0) return out;
   }
-  std::vector<std::uint8_t> one(kStateHeader + 4 + out.size() - head - tail);
+  // In place: a second buffer of the state's size costs its page faults again (most of a snapshot's time).
   const std::uint32_t n_one = 1;
-  std::memcpy(one.data(), out.data(), kStateHeader);
-  std::memcpy(one.data() + kStateHeader, &n_one, 4);
-  std::memcpy(one.data() + kStateHeader + 4, out.data() + head, out.size() - head - tail);
-  return one;
+  std::memcpy(out.data() + kStateHeader, &n_one, 4);
+  std::memmove(out.data() + kStateHeader + 4, out.data() + head, out.size() - head - tail);
+  out.resize(kStateHeader + 4 + out.size() - head - tail);
+  return out;
 }
 
 bool Context::set_seq_state(SeqId seq, std::span<const std::uint8_t> state) {
