@@ -151,6 +151,11 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
           }
         }
         resident(id, st);
+        // Records acknowledged while it was away must not wait for the next request to bring it back: a
+        // session that could not come back now (no room in time) tries again.
+        if (!st && st.error().type != ErrorType::kDamaged && !handle->deleted.load() && handle->pending() > 0) {
+          make_resident(handle, [](Status) {});
+        }
       }));
 }
 
