@@ -18,6 +18,25 @@
 namespace aoi::service {
 namespace {
 
+// What a snapshot says the session had done (counters, versions, how far ingestion got), onto its handle.
+// The caller sets what only it knows: records pushed (the log's last sequence), creation time, flash queries.
+void restore_progress(SessionHandle& h, const SnapshotMeta& m) {
+  SessionCounters& c = h.counters();
+  c.records_ingested = m.records_ingested;
+  c.records_rejected = m.records_rejected;
+  c.records_dropped += m.records_dropped;
+  c.tokens_ingested = m.tokens_ingested;
+  c.queries = m.queries;
+  SessionSnapshot snap = h.snapshot();
+  snap.rebuilds = m.rebuilds;
+  snap.flash_rounds = m.flash_rounds;
+  snap.data_version = m.data_version;
+  snap.last_seq_ingested = m.consumed_seq;
+  h.set_snapshot(std::move(snap));
+  h.data_version = m.data_version;
+  h.seq_ingested = m.consumed_seq;
+}
+
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // Runs an asynchronous call and waits for its result.
@@ -124,32 +143,16 @@ void Service::recover_sessions() {
       continue;
     }
     SessionHandle& h = **handle;
-    h.attach_files(r.files, r.files->log() ? &persistence_->syncer() : nullptr);
-    SessionFiles* files = r.files.get();
-    if (r.damage.empty()) {
-      h.events().persist_ids(r.event_ids_reserved,
-                             [files](std::uint64_t upto) { return files->reserve_event_ids(upto); });
-    }
+    // A damaged session publishes nothing worth an id that survives: its files stay as they are.
+    h.attach_files(r.files, r.files->log() ? &persistence_->syncer() : nullptr,
+                   r.damage.empty() ? std::optional(r.event_ids_reserved) : std::nullopt);
     h.flash().restore(std::move(r.flash), r.next_flash_id);
-    SessionSnapshot snap = h.snapshot();
-    snap.created_unix = r.created_unix;
     SessionCounters& c = h.counters();
     c.records_pushed = r.last_seq;
     c.records_dropped = r.dropped_after;
-    if (r.snapshot) {
-      const SnapshotMeta& m = *r.snapshot;
-      c.records_ingested = m.records_ingested;
-      c.records_rejected = m.records_rejected;
-      c.records_dropped += m.records_dropped;
-      c.tokens_ingested = m.tokens_ingested;
-      c.queries = m.queries;
-      snap.rebuilds = m.rebuilds;
-      snap.flash_rounds = m.flash_rounds;
-      snap.data_version = m.data_version;
-      snap.last_seq_ingested = m.consumed_seq;
-      h.data_version = m.data_version;
-      h.seq_ingested = m.consumed_seq;
-    }
+    if (r.snapshot) restore_progress(h, *r.snapshot);
+    SessionSnapshot snap = h.snapshot();
+    snap.created_unix = r.created_unix;
     snap.damage = r.damage;
     h.set_snapshot(std::move(snap));
     h.resume(r.last_seq, std::move(r.tail));
@@ -340,9 +343,7 @@ void Service::create_session(session::SessionConfig config, std::function<void(R
       forget_creating(id);
       return done(files.error());
     }
-    (*handle)->attach_files(*files, &persistence_->syncer());
-    SessionFiles* f = files->get();
-    (*handle)->events().persist_ids(0, [f](std::uint64_t upto) { return f->reserve_event_ids(upto); });
+    (*handle)->attach_files(*files, &persistence_->syncer(), 0);
   }
   start_session(std::move(handle).value(), std::nullopt, std::move(done));
 }
@@ -732,33 +733,22 @@ void Service::import_session(store::SnapshotData snapshot, std::string id,
   SessionHandle& h = **handle;
   SessionSnapshot snap = h.snapshot();
   snap.created_unix = unix_now();
-  snap.rebuilds = meta->rebuilds;
-  snap.flash_rounds = meta->flash_rounds;
   h.set_snapshot(snap);
-  SessionCounters& c = h.counters();
-  c.records_pushed = meta->consumed_seq;
-  c.records_ingested = meta->records_ingested;
-  c.records_rejected = meta->records_rejected;
-  c.records_dropped = meta->records_dropped;
-  c.tokens_ingested = meta->tokens_ingested;
-  c.queries = meta->queries;
+  restore_progress(h, *meta);
+  h.counters().records_pushed = meta->consumed_seq;
   h.flash().restore(meta->flash, meta->next_flash_id);
-  h.data_version = meta->data_version;
-  h.seq_ingested = meta->consumed_seq;
   if (persistence_) {
     auto files = persistence_->create(h.config(), snap.created_unix);
     if (!files) {
       forget_creating(sid);
       return done(files.error());
     }
-    h.attach_files(*files, &persistence_->syncer());
+    h.attach_files(*files, &persistence_->syncer(), meta->last_event_id);
     if (Status st = (*files)->save_flash(h.flash().list(), h.flash().next_id()); !st) {
       (void)persistence_->remove(*files);
       forget_creating(sid);
       return done(st.error());
     }
-    SessionFiles* f = files->get();
-    h.events().persist_ids(meta->last_event_id, [f](std::uint64_t upto) { return f->reserve_event_ids(upto); });
     // Its snapshot is its starting point on disk too (the log begins after it).
     persistence_->save(*files, std::make_shared<const store::SnapshotData>(snapshot), meta->consumed_seq);
   } else {

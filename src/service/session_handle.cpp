@@ -29,9 +29,14 @@ SessionHandle::SessionHandle(session::SessionConfig config, size_t ring_capacity
   touch();
 }
 
-void SessionHandle::attach_files(std::shared_ptr<SessionFiles> files, store::LogSyncer* syncer) {
+void SessionHandle::attach_files(std::shared_ptr<SessionFiles> files, store::LogSyncer* syncer,
+                                 std::optional<std::uint64_t> last_event_id) {
   files_ = std::move(files);
   syncer_ = syncer;
+  if (last_event_id) {
+    SessionFiles* f = files_.get();
+    events_.persist_ids(*last_event_id, [f](std::uint64_t upto) { return f->reserve_event_ids(upto); });
+  }
 }
 
 void SessionHandle::resume(std::uint64_t last_seq, std::vector<PendingRecord> backlog) {

@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -113,8 +114,10 @@ class SessionHandle {
   const session::SessionConfig& config() const { return config_; }
 
   // With a data directory: every accepted record is written to the session's log before push() returns,
-  // and made durable by `syncer`'s policy. Set once, before the handle is shared.
-  void attach_files(std::shared_ptr<SessionFiles> files, store::LogSyncer* syncer);
+  // and made durable by `syncer`'s policy; with `last_event_id`, event ids continue after it and are reserved
+  // in the files (EventLog::persist_ids). Set once, before the handle is shared.
+  void attach_files(std::shared_ptr<SessionFiles> files, store::LogSyncer* syncer,
+                    std::optional<std::uint64_t> last_event_id);
   const std::shared_ptr<SessionFiles>& files() const { return files_; }
   // After a restart: sequence numbers continue after last_seq, and `backlog` (records logged but not yet
   // ingested, in order) is ingested before anything pushed from now on. Before the handle is shared.
