@@ -99,6 +99,9 @@ struct Route {
   http::verb method;
   std::string pattern;  // "/v1/sessions/{id}/query"
   Handler handler;
+  // Public routes (health, the dashboard's page) answer without an API key; every other one needs a valid key
+  // before the server says anything about the path.
+  bool is_public = false;
 };
 void add_session_routes(std::vector<Route>& routes);
 void add_compat_routes(std::vector<Route>& routes);  // OpenAI and Anthropic

@@ -25,7 +25,7 @@ net::awaitable<Outcome> metrics(Call& call) {
 }  // namespace
 
 void add_ops_routes(std::vector<Route>& routes) {
-  routes.push_back({http::verb::get, "/health", health});
+  routes.push_back({http::verb::get, "/health", health, /*is_public=*/true});
   routes.push_back({http::verb::get, "/metrics", metrics});
 }
 

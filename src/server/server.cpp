@@ -287,6 +287,12 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
       break;
     }
   }
+  // The key is checked before anything is said about the path: without one, an unknown path and a known one
+  // with the wrong method answer alike (no 404/405 oracle).
+  if ((found == nullptr || !found->is_public) && !authorized(req, options.api_keys)) {
+    route_name = found == nullptr ? "unmatched" : found->pattern;
+    co_return Outcome{error_response(req, {ErrorType::kUnauthorized, "a valid API key is needed", ""})};
+  }
   if (found == nullptr) {
     route_name = "unmatched";
     if (path_known) {
@@ -297,9 +303,6 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
     co_return Outcome{error_response(req, Error::not_found("no route for " + std::string(path)))};
   }
   route_name = found->pattern;
-  if (found->pattern != "/health" && !authorized(req, options.api_keys)) {
-    co_return Outcome{error_response(req, {ErrorType::kUnauthorized, "a valid API key is needed", ""})};
-  }
   service::Service* svc = service.load();
   if (svc == nullptr) {
     if (found->pattern == "/health") {

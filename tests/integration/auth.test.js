@@ -52,6 +52,15 @@ test('no key: 401 with the JSON error body on every other endpoint', async () =>
   await expectAll401(false);
 });
 
+test('no key: an unknown path and a wrong method answer 401 too (no 404/405 oracle)', async () => {
+  for (const [method, p] of [['GET', '/v1/nothing-here'], ['PUT', '/v1/sessions'], ['DELETE', '/metrics']]) {
+    expectError(await http(ctx.server, method, p, { key: false }), 401, 'unauthorized');
+  }
+  // With the key, the same requests say what is wrong.
+  expectError(await http(ctx.server, 'GET', '/v1/nothing-here'), 404, 'not_found');
+  expectStatus(await http(ctx.server, 'PUT', '/v1/sessions'), 405);
+});
+
 test('wrong key: 401', async () => {
   await expectAll401('wrong-key');
   const variants = [`Bearer ${KEY}x`, `Bearer ${KEY.slice(0, -1)}`, KEY, `Basic ${KEY}`, 'Bearer ', 'Bearer'];
