@@ -6,12 +6,14 @@ std::string_view error_type_name(ErrorType type) {
   switch (type) {
     case ErrorType::kMalformed: return "malformed_request";
     case ErrorType::kUnauthorized: return "unauthorized";
+    case ErrorType::kForbidden: return "forbidden";
     case ErrorType::kNotFound: return "not_found";
     case ErrorType::kMethodNotAllowed: return "method_not_allowed";
     case ErrorType::kConflict: return "conflict";
     case ErrorType::kTooLarge: return "too_large";
     case ErrorType::kInvalidValue: return "invalid_value";
     case ErrorType::kOverloaded: return "overloaded";
+    case ErrorType::kQuotaExceeded: return "quota_exceeded";
     case ErrorType::kNotReady: return "not_ready";
     case ErrorType::kTimeout: return "timeout";
     case ErrorType::kStorage: return "storage_error";
@@ -27,6 +29,7 @@ Error Error::malformed(std::string message, std::string field) {
 Error Error::invalid(std::string field, std::string message) {
   return {ErrorType::kInvalidValue, std::move(message), std::move(field)};
 }
+Error Error::forbidden(std::string message) { return {ErrorType::kForbidden, std::move(message), {}}; }
 Error Error::not_found(std::string message) { return {ErrorType::kNotFound, std::move(message), {}}; }
 Error Error::conflict(std::string message) { return {ErrorType::kConflict, std::move(message), {}}; }
 Error Error::too_large(std::string field, std::string message) {

@@ -333,6 +333,7 @@ net::awaitable<Outcome> openai_completion(Call& call, bool chat) {
   bool include_usage = false;
   auto req = parse_openai(*parsed, chat, stream, include_usage);
   if (!req) co_return Outcome{error_response(call.request, req.error())};
+  if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
   const OpenAiShape shape{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), call.options.model_name};
 
   if (!stream) {
@@ -383,6 +384,7 @@ net::awaitable<Outcome> messages(Call& call) {
   bool stream = false;
   auto req = parse_anthropic(*parsed, stream);
   if (!req) co_return Outcome{error_response(call.request, req.error())};
+  if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
   const AnthropicShape shape{random_id("msg_"), call.options.model_name};
 
   if (!stream) {

@@ -18,10 +18,12 @@
 #include "aoi/common/error.h"
 #include "aoi/server/metrics.h"
 #include "aoi/server/server.h"
+#include "aoi/server/tenants.h"
 
 namespace aoi::service {
 class Service;
-}
+class SessionHandle;
+}  // namespace aoi::service
 
 namespace aoi::server {
 
@@ -42,9 +44,16 @@ struct Call {
   Metrics& metrics;
   Request& request;
   beast::tcp_stream& stream;
-  std::vector<std::string> params;  // path parameters, in pattern order, URL-decoded
-  std::string query;                // the query string (after '?'), raw
+  std::vector<std::string> params;       // path parameters, in pattern order, URL-decoded
+  std::string query;                     // the query string (after '?'), raw
+  std::shared_ptr<const Tenant> tenant;  // who is calling (an admin on an open server)
+  QuotaGate& quotas;
 };
+
+// 429 naming the quota, with Retry-After.
+Response quota_response(const Request& req, const QuotaRefusal& refusal);
+// Whether the caller may see this session (its tenant's, or any for an admin).
+bool may_see(const Tenant& tenant, const service::SessionHandle& session);
 
 // What a handler produced: a response to write, or nothing because it wrote to the stream itself (an event
 // stream, a WebSocket), after which the connection closes.

@@ -6,12 +6,14 @@ int http_status(ErrorType type) {
   switch (type) {
     case ErrorType::kMalformed: return 400;
     case ErrorType::kUnauthorized: return 401;
+    case ErrorType::kForbidden: return 403;
     case ErrorType::kNotFound: return 404;
     case ErrorType::kMethodNotAllowed: return 405;
     case ErrorType::kConflict: return 409;
     case ErrorType::kTooLarge: return 413;
     case ErrorType::kInvalidValue: return 422;
     case ErrorType::kOverloaded: return 429;
+    case ErrorType::kQuotaExceeded: return 429;
     case ErrorType::kNotReady: return 503;
     case ErrorType::kTimeout: return 504;
     case ErrorType::kStorage: return 507;

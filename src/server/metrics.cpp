@@ -74,9 +74,10 @@ void Histogram::render(std::string& out, std::string_view name, std::string_view
   sample(out, std::string(name) + "_count", labels, static_cast<double>(count_));
 }
 
-void Metrics::observe_request(std::string_view route, std::string_view method, int status, double seconds) {
+void Metrics::observe_request(std::string_view route, std::string_view method, int status, std::string_view tenant,
+                              double seconds) {
   std::lock_guard lock(mu_);
-  ++requests_[{std::string(route), std::string(method), status}];
+  ++requests_[{std::string(route), std::string(method), status, std::string(tenant)}];
   request_seconds_[std::string(route)].observe(seconds);
 }
 
@@ -90,17 +91,26 @@ void Metrics::observe_completion(std::string_view api, double seconds) {
   completion_seconds_[std::string(api)].observe(seconds);
 }
 
-std::string Metrics::render(const service::ServiceStats& st,
-                            const std::vector<service::SessionSnapshot>& sessions) const {
+std::string Metrics::render(const service::ServiceStats& st, const std::vector<service::SessionSnapshot>& sessions,
+                            const TenantView& tenants) const {
+  auto tenant_of = [&](const std::string& id) {
+    const auto it = tenants.owner.find(id);
+    return it == tenants.owner.end() ? std::string() : it->second;
+  };
+  // A session's labels: its id and its tenant.
+  auto session_labels = [&](const std::string& id) {
+    return "session=\"" + escape_label(id) + "\",tenant=\"" + escape_label(tenant_of(id)) + "\"";
+  };
   std::string out;
   {
     std::lock_guard lock(mu_);
-    header(out, "aoi_http_requests_total", "counter", "HTTP requests by route, method and status.");
+    header(out, "aoi_http_requests_total", "counter",
+           "HTTP requests by route, method, status and tenant (\"\": an admin key or an open server).");
     for (const auto& [key, n] : requests_) {
-      const auto& [route, method, status] = key;
+      const auto& [route, method, status, tenant] = key;
       sample(out, "aoi_http_requests_total",
              "route=\"" + escape_label(route) + "\",method=\"" + escape_label(method) + "\",status=\"" +
-                 std::to_string(status) + "\"",
+                 std::to_string(status) + "\",tenant=\"" + escape_label(tenant) + "\"",
              static_cast<double>(n));
     }
     header(out, "aoi_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
@@ -177,19 +187,41 @@ std::string Metrics::render(const service::ServiceStats& st,
   header(out, "aoi_session_background_seconds", "gauge",
          "Background work per data version (ingestion, scaffold, flash round), by session and kind.");
   for (const auto& s : sessions) {
-    const std::string id = "session=\"" + escape_label(s.id) + "\"";
+    const std::string id = session_labels(s.id);
     sample(out, "aoi_session_background_seconds", id + ",kind=\"ingest\"", s.ingest_ms / 1000);
     sample(out, "aoi_session_background_seconds", id + ",kind=\"flash\"", s.flash_ms / 1000);
   }
   header(out, "aoi_session_data_interval_seconds", "gauge", "Smoothed time between pushes, by session.");
   for (const auto& s : sessions) {
-    sample(out, "aoi_session_data_interval_seconds", "session=\"" + escape_label(s.id) + "\"",
-           s.data_interval_ms / 1000);
+    sample(out, "aoi_session_data_interval_seconds", session_labels(s.id), s.data_interval_ms / 1000);
   }
   header(out, "aoi_session_data_version", "gauge", "Data version, by session.");
   for (const auto& s : sessions) {
-    sample(out, "aoi_session_data_version", "session=\"" + escape_label(s.id) + "\"",
-           static_cast<double>(s.data_version));
+    sample(out, "aoi_session_data_version", session_labels(s.id), static_cast<double>(s.data_version));
+  }
+  // By tenant: what each holds, and what its quotas refused.
+  std::map<std::string, std::array<double, 3>> held;  // sessions, cells used, cells of the windows
+  for (const auto& s : sessions) {
+    auto& h = held[tenant_of(s.id)];
+    h[0] += 1;
+    h[1] += s.kv_cells_used;
+    h[2] += static_cast<double>(s.window_cells());
+  }
+  header(out, "aoi_tenant_sessions", "gauge", "Sessions by tenant (\"\": an admin's).");
+  for (const auto& [tenant, h] : held)
+    sample(out, "aoi_tenant_sessions", "tenant=\"" + escape_label(tenant) + "\"", h[0]);
+  header(out, "aoi_tenant_kv_cells", "gauge",
+         "KV cells by tenant: used now, and what its sessions' windows may grow to (what the cells quota bounds).");
+  for (const auto& [tenant, h] : held) {
+    const std::string t = "tenant=\"" + escape_label(tenant) + "\"";
+    sample(out, "aoi_tenant_kv_cells", t + ",state=\"used\"", h[1]);
+    sample(out, "aoi_tenant_kv_cells", t + ",state=\"window\"", h[2]);
+  }
+  header(out, "aoi_quota_refusals_total", "counter", "Requests refused by a tenant's quota, by tenant and quota.");
+  for (const auto& [key, n] : tenants.refusals) {
+    sample(out, "aoi_quota_refusals_total",
+           "tenant=\"" + escape_label(key.first) + "\",quota=\"" + escape_label(key.second) + "\"",
+           static_cast<double>(n));
   }
   header(out, "aoi_pool_slots", "gauge", "Stateless completion slots: busy and total.");
   sample(out, "aoi_pool_slots", "state=\"busy\"", st.pool_busy);

@@ -1,4 +1,5 @@
 // /health and /metrics.
+#include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
 #include "http.h"
 
@@ -13,11 +14,21 @@ net::awaitable<Outcome> health(Call& call) {
 }
 
 net::awaitable<Outcome> metrics(Call& call) {
+  // Every session's labels are in it: for admin keys (and open servers) only.
+  if (!call.tenant->admin) {
+    co_return Outcome{
+        error_response(call.request, Error::forbidden("/metrics is for admin keys (aoi serve --api-key)"))};
+  }
+  const auto sessions = call.service.sessions();
+  TenantView tenants{{}, call.quotas.refusals()};
+  for (const auto& s : sessions) {
+    if (auto h = call.service.handle(s.id)) tenants.owner[s.id] = h->config().owner;
+  }
   Response res{http::status::ok, call.request.version()};
   res.set(http::field::server, "aoi");
   res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res.keep_alive(call.request.keep_alive());
-  res.body() = call.metrics.render(call.service.stats(), call.service.sessions());
+  res.body() = call.metrics.render(call.service.stats(), sessions, tenants);
   res.prepare_payload();
   co_return Outcome{std::move(res)};
 }

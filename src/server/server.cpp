@@ -16,6 +16,8 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <mutex>
 #include <thread>
 
 #include <sys/socket.h>
@@ -44,6 +46,16 @@ Response json_response(const Request& req, http::status status, const nlohmann::
 
 Response error_response(const Request& req, const Error& error) {
   return json_response(req, static_cast<http::status>(http_status(error.type)), error_body(error));
+}
+
+Response quota_response(const Request& req, const QuotaRefusal& refusal) {
+  Response res = error_response(req, Error{ErrorType::kQuotaExceeded, refusal.message, refusal.quota});
+  res.set(http::field::retry_after, std::to_string(static_cast<long>(std::ceil(refusal.retry_after_s))));
+  return res;
+}
+
+bool may_see(const Tenant& tenant, const service::SessionHandle& session) {
+  return tenant.admin || session.config().owner == tenant.name;
 }
 
 namespace {
@@ -204,27 +216,14 @@ bool is_import(const Request& req) {
          sv(req[http::field::content_type]).rfind("application/octet-stream", 0) == 0;
 }
 
-bool authorized(const Request& req, const std::vector<std::string>& keys) {
-  if (keys.empty()) return true;
-  std::string presented;
+// The key a request presents: "Authorization: Bearer KEY" (OpenAI's clients) or "x-api-key: KEY" (Anthropic's).
+std::string presented_key(const Request& req) {
   if (const auto auth = req.find(http::field::authorization); auth != req.end()) {
     const std::string_view v = sv(auth->value());
-    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) presented = v.substr(7);
+    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) return std::string(v.substr(7));
   }
-  if (presented.empty()) {
-    if (const auto key = req.find("x-api-key"); key != req.end()) presented = std::string(sv(key->value()));
-  }
-  if (presented.empty()) return false;
-  // Compare every key in full so the time taken does not reveal a matching prefix.
-  bool ok = false;
-  for (const auto& k : keys) {
-    unsigned diff = static_cast<unsigned>(k.size() ^ presented.size());
-    for (size_t i = 0; i < k.size(); ++i) {
-      diff |= static_cast<unsigned>(k[i] ^ (i < presented.size() ? presented[i] : 0));
-    }
-    ok = ok || diff == 0;
-  }
-  return ok;
+  if (const auto key = req.find("x-api-key"); key != req.end()) return std::string(sv(key->value()));
+  return {};
 }
 
 }  // namespace
@@ -238,9 +237,20 @@ struct Server::Impl {
 
   net::awaitable<void> accept_loop();
   net::awaitable<void> connection(tcp::socket socket);
-  net::awaitable<Outcome> dispatch(Request& req, beast::tcp_stream& stream, std::string& route_name);
+  // What /metrics counts a request under: the route's pattern, and the caller's tenant ("-": no valid key).
+  struct Labels {
+    std::string route;
+    std::string tenant = "-";
+  };
+  net::awaitable<Outcome> dispatch(Request& req, beast::tcp_stream& stream, Labels& labels);
+  // The tenant of the request's key; an admin on an open server; null without a valid key.
+  std::shared_ptr<const Tenant> caller(const Request& req) const;
+  Result<std::shared_ptr<const KeyBook>> read_keys() const;
 
   ServerOptions options;
+  mutable std::mutex keys_mu;
+  std::shared_ptr<const KeyBook> keys;  // guarded by keys_mu; replaced whole on a reload
+  QuotaGate quotas;
   net::io_context ioc;
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
@@ -249,6 +259,31 @@ struct Server::Impl {
   Metrics metrics;
   std::atomic<bool> stopped{false};
 };
+
+std::shared_ptr<const Tenant> Server::Impl::caller(const Request& req) const {
+  std::shared_ptr<const KeyBook> book;
+  {
+    std::lock_guard lock(keys_mu);
+    book = keys;
+  }
+  if (book == nullptr || book->open()) {
+    static const auto open_admin = std::make_shared<const Tenant>(Tenant{"", true, {}});
+    return open_admin;
+  }
+  const std::string key = presented_key(req);
+  return key.empty() ? nullptr : book->find(key);
+}
+
+Result<std::shared_ptr<const KeyBook>> Server::Impl::read_keys() const {
+  KeyBook book;
+  if (!options.api_keys_file.empty()) {
+    auto loaded = KeyBook::load(options.api_keys_file);
+    if (!loaded) return loaded.error();
+    book = std::move(loaded).value();
+  }
+  for (const auto& k : options.api_keys) book.add_admin_key(k);
+  return std::make_shared<const KeyBook>(std::move(book));
+}
 
 net::awaitable<void> Server::Impl::accept_loop() {
   for (;;) {
@@ -265,7 +300,7 @@ net::awaitable<void> Server::Impl::accept_loop() {
   }
 }
 
-net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& stream, std::string& route_name) {
+net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& stream, Labels& labels) {
   const std::string_view target = sv(req.target());
   const size_t q = target.find('?');
   const std::string_view path = target.substr(0, q);
@@ -289,12 +324,14 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   }
   // The key is checked before anything is said about the path: without one, an unknown path and a known one
   // with the wrong method answer alike (no 404/405 oracle).
-  if ((found == nullptr || !found->is_public) && !authorized(req, options.api_keys)) {
-    route_name = found == nullptr ? "unmatched" : found->pattern;
+  std::shared_ptr<const Tenant> tenant = caller(req);
+  if (tenant != nullptr) labels.tenant = tenant->name;
+  if ((found == nullptr || !found->is_public) && tenant == nullptr) {
+    labels.route = found == nullptr ? "unmatched" : found->pattern;
     co_return Outcome{error_response(req, {ErrorType::kUnauthorized, "a valid API key is needed", ""})};
   }
   if (found == nullptr) {
-    route_name = "unmatched";
+    labels.route = "unmatched";
     if (path_known) {
       Response res = error_response(req, {ErrorType::kMethodNotAllowed, "this path takes " + allow, ""});
       res.set(http::field::allow, allow);
@@ -302,7 +339,7 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
     }
     co_return Outcome{error_response(req, Error::not_found("no route for " + std::string(path)))};
   }
-  route_name = found->pattern;
+  labels.route = found->pattern;
   service::Service* svc = service.load();
   if (svc == nullptr) {
     if (found->pattern == "/health") {
@@ -310,7 +347,17 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
     }
     co_return Outcome{error_response(req, Error::not_ready("the model is loading"))};
   }
-  Call call{options, *svc, metrics, req, stream, std::move(params), query};
+  // A session of another tenant does not exist for this caller: the same 404 as an unknown id, on every route
+  // under the session (data, questions, events, sockets, flash, snapshots).
+  if (found->pattern.rfind("/v1/sessions/{id}", 0) == 0 && (tenant == nullptr || !tenant->admin)) {
+    const auto handle = svc->handle(params[0]);
+    if (handle == nullptr || tenant == nullptr || !may_see(*tenant, *handle)) {
+      co_return Outcome{error_response(req, Error::not_found("unknown session: " + params[0]))};
+    }
+  }
+  // A public route without a key: a caller that owns nothing and may see nothing.
+  if (tenant == nullptr) tenant = std::make_shared<const Tenant>(Tenant{"(public)", false, {}});
+  Call call{options, *svc, metrics, req, stream, std::move(params), query, std::move(tenant), quotas};
   co_return co_await found->handler(call);
 }
 
@@ -328,7 +375,7 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
     co_await http::async_read_header(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
     if (!ec && !parser.is_done()) {
       stream.expires_after(options.request_timeout);
-      if (is_import(parser.get()) && authorized(parser.get(), options.api_keys)) {
+      if (is_import(parser.get()) && caller(parser.get()) != nullptr) {
         // A session snapshot: larger than any other body, and allowed the time its size takes.
         parser.body_limit(options.max_import_bytes);
         stream.expires_after(options.import_timeout);
@@ -353,7 +400,7 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
       res.keep_alive(false);
       stream.expires_after(std::chrono::seconds(5));
       co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
-      metrics.observe_request("unparsed", "-", res.result_int(), 0.0);
+      metrics.observe_request("unparsed", "-", res.result_int(), "-", 0.0);
       // Lingering close: the client may still be sending (a body over the limit). Closing with its bytes
       // unread would reset the connection and could destroy the response before the client reads it, so
       // half-close and drain for a moment first.
@@ -371,40 +418,41 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
     stream.expires_never();  // handlers bound their own waits
 
     if (beast::websocket::is_upgrade(req)) {
-      std::string route_name;
+      Labels labels;
       // Only the session socket route upgrades; dispatch checks auth and readiness first.
       const std::string_view target = sv(req.target());
       if (target.rfind("/v1/sessions/", 0) == 0 && target.size() > 16 &&
           target.substr(target.find('?') == std::string_view::npos ? target.size() - 3 : target.find('?') - 3, 3) ==
               "/ws") {
-        auto outcome = co_await dispatch(req, stream, route_name);
+        auto outcome = co_await dispatch(req, stream, labels);
         if (outcome.response) {
           co_await http::async_write(stream, *outcome.response, net::redirect_error(net::use_awaitable, ec));
         }
-        metrics.observe_request(route_name, "GET", outcome.response ? outcome.response->result_int() : 101,
+        metrics.observe_request(labels.route, "GET", outcome.response ? outcome.response->result_int() : 101,
+                                labels.tenant,
                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         break;
       }
     }
 
-    std::string route_name;
+    Labels labels;
     Outcome outcome;
     try {
-      outcome = co_await dispatch(req, stream, route_name);
+      outcome = co_await dispatch(req, stream, labels);
     } catch (const std::exception& e) {
       spdlog::error("{} {}: {}", std::string(sv(req.method_string())), std::string(sv(req.target())), e.what());
       outcome = Outcome{error_response(req, Error::internal(e.what()))};
     }
     const int status = outcome.response ? outcome.response->result_int() : outcome.status;
     if (!outcome.response) {
-      metrics.observe_request(route_name, sv(req.method_string()), status,
+      metrics.observe_request(labels.route, sv(req.method_string()), status, labels.tenant,
                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       break;  // the handler wrote to the stream itself
     }
     const bool keep_alive = outcome.response->keep_alive();
     stream.expires_after(options.request_timeout);
     co_await http::async_write(stream, *outcome.response, net::redirect_error(net::use_awaitable, ec));
-    metrics.observe_request(route_name, sv(req.method_string()), status,
+    metrics.observe_request(labels.route, sv(req.method_string()), status, labels.tenant,
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (ec || !keep_alive) break;
   }
@@ -417,6 +465,12 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(o
 Server::~Server() { stop(); }
 
 Status Server::listen() {
+  auto keys = impl_->read_keys();
+  if (!keys) return keys.error();
+  {
+    std::lock_guard lock(impl_->keys_mu);
+    impl_->keys = std::move(keys).value();
+  }
   boost::system::error_code ec;
   const auto address = net::ip::make_address(impl_->options.host, ec);
   if (ec) return Error::invalid("host", "not an IP address: " + impl_->options.host);
@@ -431,6 +485,14 @@ Status Server::listen() {
   net::co_spawn(impl_->ioc, impl_->accept_loop(), net::detached);
   const int n = std::max(1, impl_->options.io_threads);
   for (int i = 0; i < n; ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  return {};
+}
+
+Status Server::reload_keys() {
+  auto keys = impl_->read_keys();
+  if (!keys) return keys.error();
+  std::lock_guard lock(impl_->keys_mu);
+  impl_->keys = std::move(keys).value();
   return {};
 }
 

@@ -137,6 +137,7 @@ json session_json(const service::SessionSnapshot& s, const service::SessionHandl
   for (const auto& f : h.flash().list()) flash.push_back(flash_json(f));
   json out = {
       {"id", s.id},
+      {"tenant", h.config().owner},
       {"residency", service::residency_name(h.residency.load())},
       {"mode", session::session_mode_name(s.mode)},
       {"eviction", session::eviction_policy_name(s.eviction)},

@@ -28,6 +28,62 @@ using service::Service;
   if (!var##_result) co_return Outcome{error_response(call.request, var##_result.error())}; \
   auto var = std::move(var##_result).value()
 
+// A tenant's cells quota bounds the sum of its sessions' windows (what each may grow to), so that ingestion
+// never runs into it later.
+struct Holdings {
+  int sessions = 0;
+  long cells = 0;
+};
+
+Holdings holdings(const Service& svc, const Tenant& tenant) {
+  Holdings h;
+  for (const auto& snap : svc.sessions()) {
+    const auto handle = svc.handle(snap.id);
+    if (handle == nullptr || handle->config().owner != tenant.name) continue;
+    ++h.sessions;
+    h.cells += snap.window_cells();
+  }
+  return h;
+}
+
+// Before a session is created (or imported): the tenant's sessions quota, and a cells quota already used up.
+std::optional<QuotaRefusal> admit_session(Call& call, QuotaGate::CreateTicket& ticket) {
+  const Tenant& t = *call.tenant;
+  if (t.admin) return std::nullopt;
+  const Holdings held = holdings(call.service, t);
+  if (auto refused = call.quotas.begin_create(t, held.sessions, ticket)) return refused;
+  if (t.quotas.cells && held.cells >= *t.quotas.cells) {
+    call.quotas.count_refusal(t, "cells");
+    return QuotaRefusal{"cells",
+                        "tenant " + t.name + "'s sessions may hold " + std::to_string(held.cells) +
+                            " KV cells, its quota of cells=" + std::to_string(*t.quotas.cells),
+                        60};
+  }
+  return std::nullopt;
+}
+
+// After creation, when the session's size is known: over the cells quota, it goes again. (Its window is only
+// known once Region 0 and the scaffold are tokenized; a session without retention.max_tokens takes all the
+// room its stream has.)
+net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call, const service::SessionSnapshot& created) {
+  const Tenant& t = *call.tenant;
+  if (t.admin || !t.quotas.cells) co_return std::nullopt;
+  const Holdings held = holdings(call.service, t);
+  if (held.cells <= *t.quotas.cells) co_return std::nullopt;
+  Service& svc = call.service;
+  const std::string id = created.id;
+  auto start = [&svc, id](auto done) { svc.delete_session(id, done); };
+  (void)co_await await_callback<Status>(start);
+  call.quotas.count_refusal(t, "cells");
+  const long mine = created.window_cells();
+  co_return QuotaRefusal{"cells",
+                         "this session may hold " + std::to_string(mine) + " KV cells; tenant " + t.name +
+                             "'s quota of cells=" + std::to_string(*t.quotas.cells) + " leaves " +
+                             std::to_string(std::max(0L, *t.quotas.cells - (held.cells - mine))) +
+                             " (ask for a smaller retention.max_tokens)",
+                         60};
+}
+
 bool is_snapshot_upload(const Request& req) {
   const std::string_view type = sv(req[http::field::content_type]);
   return type.rfind("application/octet-stream", 0) == 0;
@@ -39,11 +95,13 @@ net::awaitable<Outcome> import_session(Call& call) {
   const std::string& body = call.request.body();
   auto snapshot = store::decode_snapshot({reinterpret_cast<const std::uint8_t*>(body.data()), body.size()});
   if (!snapshot) co_return Outcome{error_response(call.request, Error::invalid("body", snapshot.error().message))};
+  QuotaGate::CreateTicket ticket;
+  if (auto refused = admit_session(call, ticket)) co_return Outcome{quota_response(call.request, *refused)};
   Service& svc = call.service;
   std::string id = query_param(call.query, "id").value_or("");
-  auto start = [&svc, snap = std::move(snapshot).value(), id = std::move(id)](auto done) mutable {
-    svc.import_session(std::move(snap), std::move(id), done);
-  };
+  std::string owner = call.tenant->admin ? "" : call.tenant->name;
+  auto start = [&svc, snap = std::move(snapshot).value(), id = std::move(id), owner = std::move(owner)](
+                   auto done) mutable { svc.import_session(std::move(snap), std::move(id), std::move(owner), done); };
   auto created = co_await await_callback<Result<service::SessionSnapshot>>(start);
   if (!created) {
     Error e = created.error();
@@ -51,6 +109,7 @@ net::awaitable<Outcome> import_session(Call& call) {
     if (e.type == ErrorType::kDamaged) e = Error::invalid("body", e.message);
     co_return Outcome{error_response(call.request, e)};
   }
+  if (auto refused = co_await check_cells(call, *created)) co_return Outcome{quota_response(call.request, *refused)};
   co_return Outcome{
       json_response(call.request, http::status::created, session_json(*created, *svc.handle(created->id)))};
 }
@@ -110,10 +169,14 @@ net::awaitable<Outcome> create_session(Call& call) {
   if (is_snapshot_upload(call.request)) co_return co_await import_session(call);
   AOI_TRY(body, parse_object(call.request.body()));
   AOI_TRY(config, parse_session_config(body));
+  QuotaGate::CreateTicket ticket;
+  if (auto refused = admit_session(call, ticket)) co_return Outcome{quota_response(call.request, *refused)};
+  config.owner = call.tenant->admin ? "" : call.tenant->name;
   Service& svc = call.service;
   auto start = [&svc, config = std::move(config)](auto done) mutable { svc.create_session(std::move(config), done); };
   auto created = co_await await_callback<Result<service::SessionSnapshot>>(start);
   if (!created) co_return Outcome{error_response(call.request, created.error())};
+  if (auto refused = co_await check_cells(call, *created)) co_return Outcome{quota_response(call.request, *refused)};
   co_return Outcome{
       json_response(call.request, http::status::created, session_json(*created, *svc.handle(created->id)))};
 }
@@ -121,7 +184,8 @@ net::awaitable<Outcome> create_session(Call& call) {
 net::awaitable<Outcome> list_sessions(Call& call) {
   json list = json::array();
   for (const auto& snap : call.service.sessions()) {
-    if (auto h = call.service.handle(snap.id)) list.push_back(session_json(snap, *h));
+    auto h = call.service.handle(snap.id);
+    if (h && may_see(*call.tenant, *h)) list.push_back(session_json(snap, *h));
   }
   co_return Outcome{json_response(call.request, http::status::ok, {{"sessions", list}})};
 }
@@ -154,6 +218,9 @@ net::awaitable<Outcome> push_data(Call& call) {
     records = parse_records_json(call.request.body());
   }
   if (!records) co_return Outcome{error_response(call.request, records.error())};
+  if (auto refused = call.quotas.take_records(*call.tenant, static_cast<double>(records->size()))) {
+    co_return Outcome{quota_response(call.request, *refused)};
+  }
   auto pushed = call.service.push(call.params[0], std::move(records).value());
   if (!pushed) co_return Outcome{error_response(call.request, pushed.error())};
   co_return Outcome{json_response(call.request, http::status::accepted, push_json(*pushed))};
@@ -171,6 +238,7 @@ net::awaitable<Outcome> query(Call& call) {
   AOI_TRY(body, parse_object(call.request.body()));
   bool stream = false;
   AOI_TRY(request, parse_query(body, stream));
+  if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
   Service& svc = call.service;
   const std::string id = call.params[0];
   const auto t0 = std::chrono::steady_clock::now();
@@ -256,6 +324,7 @@ net::awaitable<Outcome> context(Call& call) {
 net::awaitable<Outcome> add_flash(Call& call) {
   AOI_TRY(body, parse_object(call.request.body()));
   AOI_TRY(flash, parse_flash(body));
+  if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
   auto added = call.service.add_flash(call.params[0], flash.first, flash.second);
   if (!added) co_return Outcome{error_response(call.request, added.error())};
   co_return Outcome{json_response(call.request, http::status::created, flash_json(*added))};

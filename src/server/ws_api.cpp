@@ -38,7 +38,16 @@ void send_error(const Outbox& out, const Error& e, const json& ref) {
   out.send(with_ref({{"op", "error"}, {"error", error_object(e)}}, ref));
 }
 
-void handle_frame(service::Service& svc, const std::string& id, const std::string& text, const Outbox& out) {
+// A quota refusal on the socket: the error names the quota and carries retry_after (seconds), as HTTP's 429
+// carries Retry-After.
+void send_refusal(const Outbox& out, const QuotaRefusal& refusal, const json& ref) {
+  json error = error_object(Error{ErrorType::kQuotaExceeded, refusal.message, refusal.quota});
+  error["retry_after"] = refusal.retry_after_s;
+  out.send(with_ref({{"op", "error"}, {"error", std::move(error)}}, ref));
+}
+
+void handle_frame(Call& call, const std::string& id, const std::string& text, const Outbox& out) {
+  service::Service& svc = call.service;
   auto frame = parse_object(text);
   if (!frame) return send_error(out, frame.error(), nullptr);
   const json ref = frame->contains("ref") ? (*frame)["ref"] : json(nullptr);
@@ -46,6 +55,9 @@ void handle_frame(service::Service& svc, const std::string& id, const std::strin
   if (op == "push") {
     auto records = parse_records_json(text, {"op", "ref"});
     if (!records) return send_error(out, records.error(), ref);
+    if (auto refused = call.quotas.take_records(*call.tenant, static_cast<double>(records->size()))) {
+      return send_refusal(out, *refused, ref);
+    }
     auto pushed = svc.push(id, std::move(records).value());
     if (!pushed) return send_error(out, pushed.error(), ref);
     json reply = push_json(*pushed);
@@ -59,6 +71,7 @@ void handle_frame(service::Service& svc, const std::string& id, const std::strin
     bool stream = false;
     auto request = parse_query(body, stream);
     if (!request) return send_error(out, request.error(), ref);
+    if (auto refused = call.quotas.take_query(*call.tenant)) return send_refusal(out, *refused, ref);
     request->cancelled = out.closed;
     std::function<void(std::string_view)> on_text;
     if (stream) {
@@ -78,6 +91,7 @@ void handle_frame(service::Service& svc, const std::string& id, const std::strin
     body.erase("ref");
     auto flash = parse_flash(body);
     if (!flash) return send_error(out, flash.error(), ref);
+    if (auto refused = call.quotas.take_query(*call.tenant)) return send_refusal(out, *refused, ref);
     auto added = svc.add_flash(id, flash->first, flash->second);
     if (!added) return send_error(out, added.error(), ref);
     json reply = flash_json(*added);
@@ -150,7 +164,7 @@ net::awaitable<void> serve_websocket(Call& call) {
       send_error(out, Error::malformed("frames are JSON text"), nullptr);
       continue;
     }
-    handle_frame(call.service, id, beast::buffers_to_string(buffer.data()), out);
+    handle_frame(call, id, beast::buffers_to_string(buffer.data()), out);
   }
   handle->events().unsubscribe(token);
   out.closed->store(true);

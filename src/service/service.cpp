@@ -710,7 +710,7 @@ void Service::load_session(std::string_view id, std::function<void(Result<double
       [reply](const Error& e) { (*reply)(e); });
 }
 
-void Service::import_session(store::SnapshotData snapshot, std::string id,
+void Service::import_session(store::SnapshotData snapshot, std::string id, std::string owner,
                              std::function<void(Result<SessionSnapshot>)> done) {
   auto meta = decode_snapshot_meta(snapshot.meta);
   if (!meta) return done(meta.error());
@@ -721,6 +721,7 @@ void Service::import_session(store::SnapshotData snapshot, std::string id,
   }
   session::SessionConfig config = meta->config;
   if (!id.empty()) config.id = std::move(id);
+  config.owner = std::move(owner);  // the importer's, whoever exported it
   if (Status st = reserve_id(config); !st) return done(st.error());
   const std::string sid = config.id;
   // The snapshot carries the configuration under the old id: the session runs under the new one.

@@ -23,6 +23,7 @@ json config_to_json(const session::SessionConfig& c) {
   if (c.scaffold) j["scaffold"] = *c.scaffold;
   if (c.question_suffix) j["question_suffix"] = *c.question_suffix;
   if (c.record_template) j["template"] = *c.record_template;
+  if (!c.owner.empty()) j["owner"] = c.owner;
   if (c.ready) j["ready"] = {{"question", c.ready->question}, {"vocab", c.ready->vocab}, {"tau", c.ready->tau}};
   return j;
 }
@@ -44,6 +45,7 @@ Result<session::SessionConfig> config_from_json(const json& j) {
     if (j.contains("scaffold")) c.scaffold = j["scaffold"].get<std::string>();
     if (j.contains("question_suffix")) c.question_suffix = j["question_suffix"].get<std::string>();
     if (j.contains("template")) c.record_template = j["template"].get<std::string>();
+    if (j.contains("owner")) c.owner = j["owner"].get<std::string>();
     if (j.contains("ready")) {
       const json& q = j["ready"];
       c.ready = session::ReadyQuestion{q.at("question").get<std::string>(),

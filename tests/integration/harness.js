@@ -724,6 +724,7 @@ export function assertAnswerShape(a, { maxTokens } = {}) {
 export function assertSessionShape(s) {
   const ctx = JSON.stringify(s);
   assert.equal(typeof s.id, 'string', `id: ${ctx}`);
+  assert.equal(typeof s.tenant, 'string', `tenant: ${ctx}`);
   assert.ok(s.id.length > 0, `id empty: ${ctx}`);
   assert.ok(['stateful', 'naive'].includes(s.mode), `mode: ${ctx}`);
   assert.ok(['recompute', 'shift'].includes(s.eviction), `eviction: ${ctx}`);

@@ -51,7 +51,11 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
       ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
   app.add_option("--n-gpu-layers", o.n_gpu_layers, "layers on the GPU (-1: all)");
-  app.add_option("--api-key", o.api_keys, "require this key (repeatable); /health stays open");
+  app.add_option("--api-key", o.api_keys, "an admin key (repeatable): every session; /health and / stay open");
+  app.add_option("--api-keys", o.api_keys_file,
+                 "tenants: a file of 'KEY TENANT [sessions=N] [cells=N] [records_per_s=N] [queries_per_s=N]' lines; "
+                 "SIGHUP reloads it")
+      ->check(CLI::ExistingFile);
   app.add_option("--max-body-bytes", o.max_body_bytes, "largest request body")->capture_default_str();
   app.add_option("--pool-slots", o.pool_slots, "parallel stateless completions")
       ->check(CLI::Range(0, 64))
@@ -105,12 +109,14 @@ int run_serve(const ServeOptions& o) {
   sigaction(SIGINT, nullptr, &old_int);
   if (old_int.sa_handler != SIG_IGN) sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // reloads the tenants file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   server::ServerOptions so;
   so.host = o.host;
   so.port = static_cast<std::uint16_t>(o.port);
   so.api_keys = o.api_keys;
+  so.api_keys_file = o.api_keys_file;
   so.max_body_bytes = o.max_body_bytes;
   so.io_threads = o.io_threads;
   so.model_name = o.alias.empty() ? std::filesystem::path(o.model).stem().string() : o.alias;
@@ -185,7 +191,17 @@ int run_serve(const ServeOptions& o) {
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    if (o.api_keys_file.empty()) {
+      spdlog::info("SIGHUP: no --api-keys file to reload");
+    } else if (Status st = server.reload_keys(); !st) {
+      spdlog::error("SIGHUP: the keys in use stay: {}", st.error().message);
+    } else {
+      spdlog::info("SIGHUP: reloaded the keys in {}", o.api_keys_file);
+    }
+  }
   std::fprintf(stderr, "aoi: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
   server.stop();
   (*service)->shutdown();

@@ -21,6 +21,7 @@ struct ServeOptions {
   std::string flash_attn = "off";
   int n_gpu_layers = 0;
   std::vector<std::string> api_keys;
+  std::string api_keys_file;  // tenants (server/tenants.h); SIGHUP reloads it
   std::size_t max_body_bytes = 16u << 20;
   int pool_slots = 2;
   int spare_seqs = 0;

@@ -12,12 +12,14 @@ namespace aoi {
 enum class ErrorType {
   kMalformed,         // the request cannot be parsed (400)
   kUnauthorized,      // missing or wrong API key (401)
+  kForbidden,         // a valid key, not allowed this (403): a tenant's key on an admin endpoint
   kNotFound,          // unknown session, flash query, route (404)
   kMethodNotAllowed,  // the route exists, not with this method (405)
   kConflict,          // the id exists already (409)
   kTooLarge,          // body or input over a configured limit (413)
   kInvalidValue,      // parsed, but a value is out of range or of the wrong kind (422)
   kOverloaded,        // no capacity now: full KV pool, too many sessions, queue full (429)
+  kQuotaExceeded,     // the caller's tenant is over one of its quotas; `field` names it (429)
   kNotReady,          // the server is loading or shutting down (503)
   kTimeout,           // a wait (read-your-writes) ran out (504)
   kStorage,           // the data directory cannot take the write: disk full, read-only, I/O error (507)
@@ -35,6 +37,7 @@ struct Error {
 
   static Error malformed(std::string message, std::string field = {});
   static Error invalid(std::string field, std::string message);
+  static Error forbidden(std::string message);
   static Error not_found(std::string message);
   static Error conflict(std::string message);
   static Error too_large(std::string field, std::string message);

@@ -29,19 +29,30 @@ class Histogram {
   double sum_ = 0;
 };
 
+// Who owns what, for labels: each session's tenant ("" for an admin's), and the quota refusals by (tenant,
+// quota).
+struct TenantView {
+  std::map<std::string, std::string, std::less<>> owner;  // session id -> tenant
+  std::map<std::pair<std::string, std::string>, std::uint64_t> refusals;
+};
+
 class Metrics {
  public:
-  void observe_request(std::string_view route, std::string_view method, int status, double seconds);
+  // `tenant`: the caller's ("" for an admin key or an open server, "-" without a key).
+  void observe_request(std::string_view route, std::string_view method, int status, std::string_view tenant,
+                       double seconds);
   void observe_query(std::string_view path, double seconds);      // session queries: flash/speculative/standard
   void observe_completion(std::string_view api, double seconds);  // stateless: openai/anthropic
-  std::string render(const service::ServiceStats& stats, const std::vector<service::SessionSnapshot>& sessions) const;
+  std::string render(const service::ServiceStats& stats, const std::vector<service::SessionSnapshot>& sessions,
+                     const TenantView& tenants) const;
 
  private:
   mutable std::mutex mu_;
-  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> requests_;  // (route, method, status)
-  std::map<std::string, Histogram, std::less<>> request_seconds_;                // route
-  std::map<std::string, Histogram, std::less<>> query_seconds_;                  // path
-  std::map<std::string, Histogram, std::less<>> completion_seconds_;             // api
+  // (route, method, status, tenant)
+  std::map<std::tuple<std::string, std::string, int, std::string>, std::uint64_t> requests_;
+  std::map<std::string, Histogram, std::less<>> request_seconds_;     // route
+  std::map<std::string, Histogram, std::less<>> query_seconds_;       // path
+  std::map<std::string, Histogram, std::less<>> completion_seconds_;  // api
 };
 
 }  // namespace aoi::server

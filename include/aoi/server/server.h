@@ -20,8 +20,11 @@ class Metrics;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  std::uint16_t port = 8080;          // 0: any free port (see port())
-  std::vector<std::string> api_keys;  // when set, every endpoint but /health needs one
+  std::uint16_t port = 8080;  // 0: any free port (see port())
+  // Admin keys (see all sessions), and a tenants file (tenants.h). With neither, the server is open; with
+  // either, every endpoint but the public ones (/health, the dashboard's page) needs a key.
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
   std::size_t max_body_bytes = 16u << 20;
   // A session snapshot uploaded to POST /v1/sessions (application/octet-stream) may be larger, and take longer.
   std::uint64_t max_import_bytes = 8ull << 30;
@@ -40,8 +43,12 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and starts accepting. Until set_service(), requests get 503 (health reports "loading").
+  // Reads the keys, binds and starts accepting. Until set_service(), requests get 503 (health reports
+  // "loading").
   Status listen();
+  // Reads the tenants file again (SIGHUP): new keys and quotas apply to the next request; on an error the
+  // keys in use stay. Use so far (rates, refusals) is kept by tenant name.
+  Status reload_keys();
   // The service is ready (it must outlive the server, or stop() must come first).
   void set_service(service::Service* service);
   std::uint16_t port() const;

@@ -177,9 +177,10 @@ class Service {
   // Brings a session back into the cache now; the milliseconds it took (0 when it was there).
   void load_session(std::string_view id, std::function<void(Result<double>)> done);
   // Import: a session from an exported snapshot (made with this model and KV layout), under `id` (empty: the
-  // id it was exported with). Errors: kDamaged (the file fails its checks, another model), kConflict (the id
-  // exists), those of create_session.
-  void import_session(store::SnapshotData snapshot, std::string id, std::function<void(Result<SessionSnapshot>)> done);
+  // id it was exported with), owned by `owner` (the importing tenant; empty: an admin). Errors: kDamaged (the
+  // file fails its checks, another model), kConflict (the id exists), those of create_session.
+  void import_session(store::SnapshotData snapshot, std::string id, std::string owner,
+                      std::function<void(Result<SessionSnapshot>)> done);
   // Removes the session from view at once; its sequences are freed when no operation uses them.
   void delete_session(std::string_view id, std::function<void(Status)> done);
   Status delete_session(std::string_view id);  // waits

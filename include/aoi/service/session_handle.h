@@ -84,6 +84,11 @@ struct SessionSnapshot {
   double data_interval_ms = 0;  // moving average of the time between pushes
   std::uint64_t flash_rounds = 0;
   std::string damage;  // why the session is Residency::kDamaged
+
+  // The cells the session may grow to: Region 0, its window of data, its scaffold and one question.
+  long window_cells() const {
+    return static_cast<long>(region0_tokens) + max_data_tokens + scaffold_tokens + query_budget;
+  }
 };
 
 // The ready logits' verdict for a version: the top token and its gap over the runner-up.

@@ -51,6 +51,9 @@ struct ReadyQuestion {
 
 struct SessionConfig {
   std::string id;
+  // The tenant that created the session (aoi serve --api-keys); empty for an admin or an open server. Only
+  // its tenant and admins see the session.
+  std::string owner;
   std::string system;  // Region 0 text (instructions)
   Retention retention;
   std::optional<std::string> scaffold;         // text between data and question; default from the template

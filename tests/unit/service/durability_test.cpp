@@ -422,7 +422,7 @@ TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
   EXPECT_NE(snap->damage.find("another model"), std::string::npos) << snap->damage;
   // An export of it is refused too.
   std::promise<Result<SessionSnapshot>> p;
-  svc->import_session(exported.snapshot, "b", [&](Result<SessionSnapshot> r) { p.set_value(std::move(r)); });
+  svc->import_session(exported.snapshot, "b", "", [&](Result<SessionSnapshot> r) { p.set_value(std::move(r)); });
   auto imported = p.get_future().get();
   ASSERT_FALSE(imported.ok());
   EXPECT_NE(imported.error().message.find("another model"), std::string::npos) << imported.error().message;
@@ -452,7 +452,7 @@ TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
   auto b = start(b_dir.path(), {.max_sessions = 4});
   ASSERT_TRUE(b);
   std::promise<Result<SessionSnapshot>> q;
-  b->import_session(std::move(decoded).value(), "y", [&](Result<SessionSnapshot> r) { q.set_value(std::move(r)); });
+  b->import_session(std::move(decoded).value(), "y", "", [&](Result<SessionSnapshot> r) { q.set_value(std::move(r)); });
   auto imported = q.get_future().get();
   ASSERT_TRUE(imported.ok()) << imported.error().message;
   expect_same(b->query("y", model_question(kQuestion)), before, tally, "imported");
