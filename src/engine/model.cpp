@@ -7,6 +7,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "aoi/common/log.h"
 #include "llama.h"
 
 namespace aoi::engine {
@@ -25,10 +26,14 @@ void forward_llama_log(ggml_log_level level, const char* text, void* /*user_data
   line += text;
   if (line.empty() || line.back() != '\n') return;
   line.pop_back();
-  switch (line_level) {
-    case GGML_LOG_LEVEL_ERROR: spdlog::error("llama: {}", line); break;
-    case GGML_LOG_LEVEL_WARN: spdlog::warn("llama: {}", line); break;
-    default: spdlog::debug("llama: {}", line); break;
+  const spdlog::level::level_enum level_out = line_level == GGML_LOG_LEVEL_ERROR  ? spdlog::level::err
+                                              : line_level == GGML_LOG_LEVEL_WARN ? spdlog::level::warn
+                                                                                  : spdlog::level::debug;
+  // In JSON the logger's name says where the line comes from; in text the prefix does.
+  if (const auto logger = log::llama_logger()) {
+    logger->log(level_out, "{}", line);
+  } else {
+    spdlog::log(level_out, "llama: {}", line);
   }
   line.clear();
 }
