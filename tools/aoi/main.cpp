@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "aoi/version.h"
 #include "client.h"
 #include "replay.h"
 #include "serve.h"
@@ -13,6 +14,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "debug logging (llama.cpp's too)");
+  app.set_version_flag("--version", std::string(AOI_VERSION_TEXT "\n" AOI_LLAMA_TEXT "\ncompiler " AOI_COMPILER_TEXT),
+                       "print aoi's version, llama.cpp's and the compiler's, and exit");
 
   aoi::cli::ReplayOptions replay;
   std::string eviction = "recompute";
