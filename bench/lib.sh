@@ -1,9 +1,10 @@
 # What the benchmark scripts share: the build, the model, servers started and stopped with the script, and
 # the commit a run is measured at. Sourced from the repository root by bench/*/run.sh.
 
-# bench_build TARGET...: installs and builds (unless --skip-build), then the benchmark's own targets.
+# bench_build TARGET...: installs (what the tests and benchmarks need: gnuplot, Google Benchmark) and builds
+# (unless --skip-build), then the benchmark's own targets.
 bench_build() {
-  scripts/setup.sh
+  scripts/setup.sh --tests
   scripts/build.sh build
   cmake --build build -j"$(nproc)" --target "$@" >/dev/null
 }

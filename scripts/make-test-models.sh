@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes the models the tests use into DIR (skipping those already there and up to date):
 #   test-micro.gguf   generated, F16 (so that batch-shape noise stays ~0.01 logits), Llama 3 tokenizer
+#   test-micro-no-chat-template.gguf   the same weights and tokenizer without a chat template (the fallback)
 #   stories260K.gguf  the real tiny model from shared/models, converted with llama.cpp's converter
 # usage: make-test-models.sh DIR GEN_MODEL CONVERTER SHARED_MODELS_DIR
 set -euo pipefail
@@ -10,6 +11,8 @@ mkdir -p "$dir"
 fresh() { [ -f "$1" ] && [ "$1" -nt "$2" ]; }
 
 fresh "$dir/test-micro.gguf" "$gen" || "$gen" --shape test-micro --type f16 -o "$dir/test-micro.gguf"
+fresh "$dir/test-micro-no-chat-template.gguf" "$gen" ||
+  "$gen" --shape test-micro --type f16 --no-chat-template -o "$dir/test-micro-no-chat-template.gguf"
 
 src="$shared/stories260K"
 if [ -f "$src/stories260K.bin" ] && [ -f "$src/tok512.bin" ]; then

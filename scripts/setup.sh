@@ -1,38 +1,105 @@
 #!/usr/bin/env bash
-# Installs everything aoi needs on Debian 12 and obtains the pinned llama.cpp source.
+# Installs what aoi needs on Debian 12 and obtains the pinned llama.cpp source.
 # Idempotent: a second run checks and returns quickly.
 #
-#   scripts/setup.sh            packages + llama.cpp
+#   scripts/setup.sh            what building and running aoi and the demo (scripts/run.sh) need, + llama.cpp
+#   scripts/setup.sh --tests    the same, and what the test suite and the benchmarks need (scripts/test.sh)
 #   AOI_SETUP_PACKAGES=0 ...    skip the apt step (packages already present)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
 
+tests=0
+case "${1:-}" in
+  "") ;;
+  --tests) tests=1 ;;
+  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+esac
+
+# Building (compiler, CMake, the libraries aoi links, git for the llama.cpp bundle, ccache for its objects) and
+# running the demo: scripts/run.sh asks the server with curl and reads its JSON with python3. npm (below)
+# fetches llama.cpp's source (scripts/fetch-llama.sh).
 packages=(
-  build-essential cmake git ca-certificates pkg-config
+  build-essential cmake git ca-certificates pkg-config ccache
   libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev googletest libbenchmark-dev
-  gnuplot-nox curl prometheus ccache python3
+  curl python3
 )
+# Tests and benchmarks only: GoogleTest (tests/unit), Google Benchmark (bench/ring, bench/render), gnuplot (the
+# streaming benchmark's plot), promtool (tests/integration/operations.test.js checks /metrics with it),
+# chromium (headless browser tests).
+test_packages=(
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  gnuplot-nox prometheus chromium
+)
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
 missing_packages() {
   local p
-  for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  for p in "$@"; do
+    installed "$p" || echo "$p"
   done
-  # npm ships with nodejs from some sources and as its own package from Debian.
-  command -v npm >/dev/null 2>&1 || echo npm
+}
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+
+updated=0
+apt_install() {
+  echo "setup: installing $*"
+  export DEBIAN_FRONTEND=noninteractive
+  [ "$updated" = 1 ] || "${sudo_cmd[@]}" apt-get update -qq
+  updated=1
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "$@"
+}
+
+# Debian has no package with promtool alone: it comes with the prometheus package, whose maintainer scripts
+# enable its daemon and start it. Nothing here should leave a monitoring server running (or starting at the
+# next boot) on the machine of someone who only runs the tests, so when this script installs prometheus:
+# - during the install, a policy-rc.d that answers 101 ("action forbidden") keeps invoke-rc.d and
+#   deb-systemd-invoke from starting it, with or without systemd (containers have none; one already in place
+#   is left alone, as it forbids starting already or is the machine owner's choice);
+# - after it, the service is disabled: with a running systemd, systemctl disables and stops it (in case
+#   something started it anyway); without one (a container), systemctl --root=/ removes the unit's links
+#   that a later boot under systemd would follow; update-rc.d removes the sysvinit links in both cases.
+# A prometheus installed before is not touched: it may be the machine's own monitoring.
+install_test_packages() {
+  local with_prometheus=0 policy=/usr/sbin/policy-rc.d ours=0 p
+  for p in "$@"; do [ "$p" = prometheus ] && with_prometheus=1; done
+  if [ "$with_prometheus" = 1 ] && [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# scripts/setup.sh: no daemon starts while it installs packages\nexit 101\n' |
+      "${sudo_cmd[@]}" tee "$policy" >/dev/null
+    "${sudo_cmd[@]}" chmod 755 "$policy"
+    ours=1
+    # shellcheck disable=SC2064  # the paths are known now, and $policy is local to this function
+    trap "${sudo_cmd[*]} rm -f $policy" EXIT
+  fi
+  apt_install "$@"
+  if [ "$ours" = 1 ]; then
+    "${sudo_cmd[@]}" rm -f "$policy"
+    trap - EXIT
+  fi
+  [ "$with_prometheus" = 1 ] || return 0
+  if command -v systemctl >/dev/null 2>&1; then
+    if [ -d /run/systemd/system ]; then
+      "${sudo_cmd[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    else
+      "${sudo_cmd[@]}" systemctl --root=/ disable prometheus.service >/dev/null 2>&1 || true
+    fi
+  fi
+  if [ -x /etc/init.d/prometheus ] && command -v update-rc.d >/dev/null 2>&1; then
+    "${sudo_cmd[@]}" update-rc.d prometheus disable >/dev/null 2>&1 || true
+  fi
+  echo "setup: prometheus installed for promtool; its daemon is disabled and not started"
 }
 
 if [ "${AOI_SETUP_PACKAGES:-1}" != 0 ]; then
-  mapfile -t missing < <(missing_packages)
-  if [ ${#missing[@]} -gt 0 ]; then
-    echo "setup: installing ${missing[*]}"
-    sudo_cmd=()
-    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo_cmd[@]}" apt-get update -qq
-    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  mapfile -t missing < <(missing_packages "${packages[@]}")
+  # npm ships with nodejs from some sources and as its own package from Debian.
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  if [ "$tests" = 1 ]; then
+    mapfile -t missing < <(missing_packages "${test_packages[@]}")
+    [ ${#missing[@]} -eq 0 ] || install_test_packages "${missing[@]}"
   fi
 fi
 

@@ -2,11 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 
+#include "aoi/common/log.h"
 #include "llama.h"
 
 namespace aoi::engine {
@@ -25,10 +28,14 @@ void forward_llama_log(ggml_log_level level, const char* text, void* /*user_data
   line += text;
   if (line.empty() || line.back() != '\n') return;
   line.pop_back();
-  switch (line_level) {
-    case GGML_LOG_LEVEL_ERROR: spdlog::error("llama: {}", line); break;
-    case GGML_LOG_LEVEL_WARN: spdlog::warn("llama: {}", line); break;
-    default: spdlog::debug("llama: {}", line); break;
+  const spdlog::level::level_enum level_out = line_level == GGML_LOG_LEVEL_ERROR  ? spdlog::level::err
+                                              : line_level == GGML_LOG_LEVEL_WARN ? spdlog::level::warn
+                                                                                  : spdlog::level::debug;
+  // In JSON the logger's name says where the line comes from; in text the prefix does.
+  if (const auto logger = log::llama_logger()) {
+    logger->log(level_out, "{}", line);
+  } else {
+    spdlog::log(level_out, "llama: {}", line);
   }
   line.clear();
 }
@@ -75,6 +82,50 @@ static Result<std::string> file_fingerprint(const std::string& path) {
   return std::string(out);
 }
 
+std::vector<std::string> builtin_chat_templates() {
+  std::vector<const char*> names(static_cast<size_t>(llama_chat_builtin_templates(nullptr, 0)));
+  names.resize(static_cast<size_t>(llama_chat_builtin_templates(names.data(), names.size())));
+  return {names.begin(), names.end()};
+}
+
+Result<std::string> apply_chat_template(const std::string& tmpl, std::span<const ChatMessage> messages,
+                                        bool add_assistant) {
+  std::vector<llama_chat_message> chat;
+  chat.reserve(messages.size());
+  size_t total = 0;
+  for (const auto& m : messages) {
+    chat.push_back({m.role.c_str(), m.content.c_str()});
+    total += m.role.size() + m.content.size();
+  }
+  std::string out(2 * total + 256, '\0');
+  int32_t n = llama_chat_apply_template(tmpl.c_str(), chat.data(), chat.size(), add_assistant, out.data(),
+                                        static_cast<int32_t>(out.size()));
+  if (n > static_cast<int32_t>(out.size())) {
+    out.resize(static_cast<size_t>(n));
+    n = llama_chat_apply_template(tmpl.c_str(), chat.data(), chat.size(), add_assistant, out.data(),
+                                  static_cast<int32_t>(out.size()));
+  }
+  if (n < 0) return Error::invalid("chat_template", "llama.cpp does not recognise the chat template");
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+namespace {
+
+// Whether llama.cpp can render a conversation with `tmpl` (it decides by name or markers, whatever the messages).
+bool can_apply(const std::string& tmpl) {
+  const std::array<ChatMessage, 2> probe = {ChatMessage{"system", "s"}, ChatMessage{"user", "u"}};
+  return apply_chat_template(tmpl, probe, /*add_assistant=*/true).ok();
+}
+
+std::string builtin_list() {
+  std::string list;
+  for (const auto& name : builtin_chat_templates()) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
   init_backend();
   std::error_code ec;
@@ -95,6 +146,22 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
   auto fingerprint = file_fingerprint(params.path);
   if (!fingerprint) return fingerprint.error();
   m->fingerprint_ = std::move(fingerprint).value();
+  if (params.chat_template) {
+    if (!can_apply(params.chat_template->text)) {
+      return Error::invalid("chat_template", "llama.cpp cannot apply the chat template " +
+                                                 params.chat_template->describe() + "; built-in: " + builtin_list());
+    }
+    m->chat_template_in_use_ = params.chat_template;
+  } else if (auto own = m->chat_template(); own && (can_apply(*own) || params.chat_template_fallback.empty())) {
+    m->chat_template_in_use_ = ChatTemplate{ChatTemplate::Source::kModel, "", std::move(*own)};
+  } else if (!params.chat_template_fallback.empty()) {
+    // What llama-server does too: a chat model whose file lacks its template is most often a ChatML one.
+    m->chat_template_in_use_ =
+        ChatTemplate{ChatTemplate::Source::kFallback, params.chat_template_fallback, params.chat_template_fallback};
+    spdlog::warn("{}: chat messages are rendered with {} ({}); --chat-template chooses another",
+                 own ? "llama.cpp cannot apply the model's chat template" : "the model has no chat template",
+                 params.chat_template_fallback, params.path);
+  }
   return m;
 }
 
@@ -157,26 +224,45 @@ std::optional<std::string> Model::chat_template() const {
 }
 
 Result<std::string> Model::apply_chat_template(std::span<const ChatMessage> messages, bool add_assistant) const {
-  const auto tmpl = chat_template();
-  if (!tmpl) return Error::invalid("model", "the model has no chat template");
-  std::vector<llama_chat_message> chat;
-  chat.reserve(messages.size());
-  size_t total = 0;
-  for (const auto& m : messages) {
-    chat.push_back({m.role.c_str(), m.content.c_str()});
-    total += m.role.size() + m.content.size();
+  if (!chat_template_in_use_) return Error::invalid("model", "the model has no chat template");
+  auto out = engine::apply_chat_template(chat_template_in_use_->text, messages, add_assistant);
+  if (!out && chat_template_in_use_->source == ChatTemplate::Source::kModel) {
+    return Error::invalid("model", "llama.cpp does not support this model's chat template");
   }
-  std::string out(2 * total + 256, '\0');
-  int32_t n = llama_chat_apply_template(tmpl->c_str(), chat.data(), chat.size(), add_assistant, out.data(),
-                                        static_cast<int32_t>(out.size()));
-  if (n > static_cast<int32_t>(out.size())) {
-    out.resize(static_cast<size_t>(n));
-    n = llama_chat_apply_template(tmpl->c_str(), chat.data(), chat.size(), add_assistant, out.data(),
-                                  static_cast<int32_t>(out.size()));
-  }
-  if (n < 0) return Error::invalid("model", "llama.cpp does not support this model's chat template");
-  out.resize(static_cast<size_t>(n));
   return out;
+}
+
+std::string ChatTemplate::describe() const {
+  switch (source) {
+    case Source::kModel: return "the model's";
+    case Source::kBuiltin: return name + " (built-in)";
+    case Source::kFile: return name;
+    case Source::kFallback: return name + " (fallback: the model has no chat template llama.cpp can apply)";
+  }
+  return name;
+}
+
+Result<ChatTemplate> chat_template_from_arg(const std::string& name_or_file) {
+  const auto names = builtin_chat_templates();
+  if (std::find(names.begin(), names.end(), name_or_file) != names.end()) {
+    return ChatTemplate{ChatTemplate::Source::kBuiltin, name_or_file, name_or_file};
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(name_or_file, ec)) {
+    return Error::invalid(
+        "chat_template",
+        "\"" + name_or_file + "\" is neither a built-in chat template nor a file; built-in: " + builtin_list());
+  }
+  std::ifstream in(name_or_file, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return Error::invalid("chat_template", "cannot read " + name_or_file);
+  if (!can_apply(text)) {
+    return Error::invalid("chat_template", "llama.cpp cannot apply the chat template in " + name_or_file +
+                                               " (it recognises a template by its markers and runs no Jinja); "
+                                               "built-in: " +
+                                               builtin_list());
+  }
+  return ChatTemplate{ChatTemplate::Source::kFile, name_or_file, std::move(text)};
 }
 
 }  // namespace aoi::engine

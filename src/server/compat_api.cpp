@@ -131,14 +131,32 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 // JSON shapes, built outside the coroutines (GCC 12 mishandles braced initializer lists next to co_await).
 
+// Which chat template messages are rendered with: {"source": "model"}, {"source": "builtin", "name": "chatml"},
+// {"source": "file", "path": ...}, {"source": "fallback", "name": "chatml"}; null when there is none.
+json chat_template_json(const engine::Model& m) {
+  const auto& t = m.chat_template_in_use();
+  if (!t) return nullptr;
+  using Source = engine::ChatTemplate::Source;
+  switch (t->source) {
+    case Source::kModel: return {{"source", "model"}};
+    case Source::kBuiltin: return {{"source", "builtin"}, {"name", t->name}};
+    case Source::kFile: return {{"source", "file"}, {"path", t->name}};
+    case Source::kFallback: return {{"source", "fallback"}, {"name", t->name}};
+  }
+  return nullptr;
+}
+
 json models_body(const Call& call) {
   const engine::Model& m = call.service.model();
-  json model = {
-      {"id", call.options.model_name},
-      {"object", "model"},
-      {"created", unix_now()},
-      {"owned_by", "aoi"},
-      {"meta", {{"n_ctx_train", m.n_ctx_train()}, {"n_params", m.n_params()}, {"description", m.description()}}}};
+  json model = {{"id", call.options.model_name},
+                {"object", "model"},
+                {"created", unix_now()},
+                {"owned_by", "aoi"},
+                {"meta",
+                 {{"n_ctx_train", m.n_ctx_train()},
+                  {"n_params", m.n_params()},
+                  {"description", m.description()},
+                  {"chat_template", chat_template_json(m)}}}};
   return {{"object", "list"}, {"data", json::array({model})}};
 }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cstdio>
 
 #include "create_lane.h"
 #include "inference_state.h"
@@ -31,7 +32,22 @@ std::string InferenceState::kv_layout() const {
   const char* fa = p.flash_attn == engine::FlashAttn::kOn    ? "on"
                    : p.flash_attn == engine::FlashAttn::kOff ? "off"
                                                              : "auto";
-  return std::string("k=") + kv_type_name(p.type_k) + " v=" + kv_type_name(p.type_v) + " flash_attn=" + fa;
+  std::string layout =
+      std::string("k=") + kv_type_name(p.type_k) + " v=" + kv_type_name(p.type_v) + " flash_attn=" + fa;
+  // The chat template decides the tokens around a session's data (its system opener, scaffold and question
+  // closing), so a snapshot made with another one does not fit. Named only when it is not the model's own, so
+  // that snapshots made before the template could be chosen stay usable.
+  const auto& tmpl = model().chat_template_in_use();
+  if (tmpl && tmpl->source != engine::ChatTemplate::Source::kModel) {
+    // A file's text by a hash of it: the same template moved elsewhere still fits.
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : tmpl->text) h = (h ^ c) * 0x100000001b3ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    layout += " chat_template=" +
+              (tmpl->source == engine::ChatTemplate::Source::kFile ? std::string("file:") + hex : tmpl->text);
+  }
+  return layout;
 }
 
 bool InferenceState::settled(const SessionRuntime& rt) const { return rt.session->can_save(); }

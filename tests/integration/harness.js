@@ -13,6 +13,9 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const repoRoot = path.resolve(here, '..', '..');
 export const AOI_BIN = process.env.AOI_BIN || path.join(repoRoot, 'build', 'tools', 'aoi');
 export const AOI_MODEL = process.env.AOI_MODEL || path.join(repoRoot, 'build', 'models', 'test-micro.gguf');
+// The same model without a chat template (scripts/make-test-models.sh), beside it.
+export const AOI_MODEL_NO_CHAT_TEMPLATE = process.env.AOI_MODEL_NO_CHAT_TEMPLATE ||
+  path.join(path.dirname(AOI_MODEL), 'test-micro-no-chat-template.gguf');
 
 // Generous bounds: the machine has two slow cores and CI can be loaded. Timings are never asserted.
 export const STARTUP_TIMEOUT_MS = Number(process.env.AOI_STARTUP_TIMEOUT_MS || 120_000);
@@ -110,14 +113,15 @@ export function tempDataDir() {
 }
 
 // Starts `aoi serve` on an ephemeral port and waits for its ready line.
-// opts: { apiKey, apiKeys: [], maxBodyBytes, maxSessions, ctxSize, args: [], dataDir, memoryOnly }
+// opts: { apiKey, apiKeys: [], maxBodyBytes, maxSessions, ctxSize, args: [], dataDir, memoryOnly, model }
 // Every server keeps its sessions in a data directory: `dataDir` when given (kept: a restart finds it), else a
 // fresh one removed when the server exits; `memoryOnly` for none.
 export async function startServer(opts = {}) {
   if (!existsSync(AOI_BIN)) throw new Error(`aoi binary not found: ${AOI_BIN} (set AOI_BIN)`);
-  if (!existsSync(AOI_MODEL)) throw new Error(`model not found: ${AOI_MODEL} (set AOI_MODEL)`);
+  const model = opts.model ?? AOI_MODEL;
+  if (!existsSync(model)) throw new Error(`model not found: ${model} (set AOI_MODEL)`);
   // The context: the server's default (4096 cells per sequence) unless a test sizes it.
-  const args = ['serve', '--model', AOI_MODEL, '--host', '127.0.0.1', '--port', '0',
+  const args = ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0',
     '--threads', String(opts.threads ?? 2)];
   if (opts.ctxSize != null) args.push('--ctx-size', String(opts.ctxSize));
   const keys = opts.apiKeys ?? (opts.apiKey ? [opts.apiKey] : []);

@@ -22,7 +22,11 @@ engine::Model* shared_model(const std::string& name) {
   if (it != models.end()) return it->second.get();
   const std::string path = model_path(name);
   if (path.empty()) return nullptr;
-  auto model = engine::Model::load({path});
+  engine::ModelParams params{.path = path};
+  // Without the ChatML fallback: a model without a template (stories260K, a base model) keeps the plain
+  // layout that its tests are written for.
+  params.chat_template_fallback.clear();
+  auto model = engine::Model::load(params);
   if (!model) return nullptr;
   return (models[name] = std::move(model).value()).get();
 }

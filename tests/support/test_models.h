@@ -14,7 +14,8 @@ namespace aoi::test {
 // Path of a test model ("test-micro", "stories260K"); empty when it does not exist.
 std::string model_path(const std::string& name);
 
-// The model, loaded once per test binary. Null when missing (the caller skips).
+// The model, loaded once per test binary, without a fallback chat template. Null when missing (the caller
+// skips).
 engine::Model* shared_model(const std::string& name);
 
 // A context on `model` with small, test-friendly defaults.

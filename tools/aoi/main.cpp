@@ -3,16 +3,35 @@
 #include <CLI/CLI.hpp>
 
 #include <map>
+#include <string>
+#include <vector>
 
+#include "aoi/version.h"
 #include "client.h"
 #include "replay.h"
 #include "serve.h"
+
+namespace {
+
+// llama-server's "-ub N" (and "-ub=N") as "--ubatch-size": CLI11 short names have one letter, and people
+// coming from llama-server type -ub.
+std::vector<std::string> with_long_names(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
+    if (args[i] == "-ub" || args[i].rfind("-ub=", 0) == 0) args[i] = "--ubatch-size" + args[i].substr(3);
+  }
+  return args;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"aoi: stateful streaming LLM inference"};
   app.require_subcommand(1);
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "debug logging (llama.cpp's too)");
+  app.set_version_flag("--version", std::string(AOI_VERSION_TEXT "\n" AOI_LLAMA_TEXT "\ncompiler " AOI_COMPILER_TEXT),
+                       "print aoi's version, llama.cpp's and the compiler's, and exit");
 
   aoi::cli::ReplayOptions replay;
   std::string eviction = "recompute";
@@ -61,7 +80,10 @@ int main(int argc, char** argv) {
   CLI::App* fe = app.add_subcommand("feed", "print a synthetic data stream (OHLCV bars) to pipe into push");
   aoi::cli::add_feed_options(*fe, feed);
 
-  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> args = with_long_names(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (auto& a : args) arg_ptrs.push_back(a.data());
+  CLI11_PARSE(app, static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
 
   if (sv->parsed()) return aoi::cli::run_serve(serve);

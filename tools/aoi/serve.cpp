@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <thread>
 
+#include "aoi/common/log.h"
 #include "aoi/engine/context.h"
+#include "aoi/engine/model.h"
 #include "aoi/server/server.h"
 #include "aoi/service/service.h"
 #include "aoi/store/log_syncer.h"
@@ -30,6 +32,15 @@ engine::KvType kv_type(const std::string& name) {
 void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("-m,--model", o.model, "GGUF model")->required()->check(CLI::ExistingFile);
   app.add_option("-a,--alias", o.alias, "model name reported by /v1/models (default: the file name)");
+  app.add_option("--chat-template", o.chat_template,
+                 "chat template of the chat endpoints and sessions: one of llama.cpp's built-in names (chatml, "
+                 "llama3, ...) or a file holding a template's text (default: the model's own, else chatml)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            auto t = engine::chat_template_from_arg(v);
+            return t ? std::string() : t.error().message;
+          },
+          "NAME|FILE"));
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("-c,--ctx-size", o.ctx_size,
@@ -41,6 +52,18 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("-b,--batch-size", o.batch_size, "tokens per forward pass")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  // main() reads llama-server's -ub as --ubatch-size: CLI11 short names have one letter.
+  app.add_option("--ubatch-size", o.ubatch_size,
+                 "-ub: tokens per compute step within a forward pass, at most the batch size (default: the batch "
+                 "size)")
+      ->check(CLI::Range(1, 1 << 16));
+  app.parse_complete_callback([&o] {
+    if (o.ubatch_size > o.batch_size) {
+      throw CLI::ValidationError("--ubatch-size", std::to_string(o.ubatch_size) + " is larger than --batch-size " +
+                                                      std::to_string(o.batch_size) +
+                                                      " (a physical batch is a part of a forward pass)");
+    }
+  });
   app.add_option("--max-sessions", o.max_sessions, "sessions at most (each has a sequence of its own)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
@@ -91,6 +114,11 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "beyond it the least recently used idle session moves to disk)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--log-format", o.log_format,
+                 "log lines (llama.cpp's included) as text, or as json: one object per line with time, level, "
+                 "logger and message")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 }
 
 std::string default_data_dir() {
@@ -111,6 +139,7 @@ int run_serve(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);  // reloads the tenants file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  log::set_format(o.log_format == "json" ? log::Format::kJson : log::Format::kText);
 
   server::ServerOptions so;
   so.host = o.host;
@@ -125,24 +154,27 @@ int run_serve(const ServeOptions& o) {
     spdlog::error("{}", st.error().message);
     return 1;
   }
-  std::fprintf(stderr, "aoi: loading %s (http://%s:%u answers 503 until ready)\n", o.model.c_str(), o.host.c_str(),
-               server.port());
+  log::status(stderr, "aoi: loading %s (http://%s:%u answers 503 until ready)\n", o.model.c_str(), o.host.c_str(),
+              server.port());
 
   service::ServiceParams sp;
   sp.model.path = o.model;
   sp.model.n_gpu_layers = o.n_gpu_layers;
+  // Checked when the options were parsed.
+  if (!o.chat_template.empty()) sp.model.chat_template = engine::chat_template_from_arg(o.chat_template).value();
   int last_percent = -1;
   sp.model.on_progress = [&last_percent](float p) {
     const int percent = static_cast<int>(p * 100);
     if (percent / 10 != last_percent / 10) {
-      std::fprintf(stderr, "aoi: loading model %3d%%\n", percent);
+      log::status(stderr, "aoi: loading model %3d%%\n", percent);
       last_percent = percent;
     }
     return true;
   };
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   sp.context.n_ctx = static_cast<std::uint32_t>(o.ctx_size);
-  sp.context.n_batch = sp.context.n_ubatch = static_cast<std::uint32_t>(o.batch_size);
+  sp.context.n_batch = static_cast<std::uint32_t>(o.batch_size);
+  sp.context.n_ubatch = static_cast<std::uint32_t>(o.ubatch_size > 0 ? o.ubatch_size : o.batch_size);
   sp.context.n_threads = sp.context.n_threads_batch = threads;
   sp.context.type_k = kv_type(o.cache_type_k);
   sp.context.type_v = kv_type(o.cache_type_v);
@@ -171,10 +203,11 @@ int run_serve(const ServeOptions& o) {
   const engine::Model& model = (*service)->model();
   server.set_service(service->get());
   const service::ServiceStats stats = (*service)->stats();
-  std::printf("aoi: model %s (%s, %.0f MB), %d threads, flash attention %s\n", so.model_name.c_str(),
+  log::status(stdout, "aoi: model %s (%s, %.0f MB), %d threads, flash attention %s\n", so.model_name.c_str(),
               model.description().c_str(), static_cast<double>(model.size_bytes()) / 1e6, threads,
               o.flash_attn.c_str());
-  std::printf(
+  log::status(
+      stdout,
       "aoi: KV cache %d cells (%.0f MB), a stream of %d cells per sequence: up to %d sessions (each one's window, "
       "system text and questions within its %d cells), %d completion slots\n",
       stats.kv_cells_total,
@@ -182,13 +215,12 @@ int run_serve(const ServeOptions& o) {
           1e6,
       stats.kv_cells_per_seq, o.max_sessions, stats.kv_cells_per_seq, o.pool_slots);
   if (sp.store.data_dir.empty()) {
-    std::printf("aoi: sessions in memory only (--memory-only): a restart loses them\n");
+    log::status(stdout, "aoi: sessions in memory only (--memory-only): a restart loses them\n");
   } else {
-    std::printf("aoi: sessions in %s (fsync %s): %d on disk, %d in the cache\n", sp.store.data_dir.c_str(),
+    log::status(stdout, "aoi: sessions in %s (fsync %s): %d on disk, %d in the cache\n", sp.store.data_dir.c_str(),
                 o.fsync.c_str(), stats.sessions_on_disk, stats.sessions_resident);
   }
-  std::printf("aoi: listening on http://%s:%u\n", o.host.c_str(), server.port());
-  std::fflush(stdout);
+  log::status(stdout, "aoi: listening on http://%s:%u\n", o.host.c_str(), server.port());
 
   int sig = 0;
   for (;;) {
@@ -202,7 +234,7 @@ int run_serve(const ServeOptions& o) {
       spdlog::info("SIGHUP: reloaded the keys in {}", o.api_keys_file);
     }
   }
-  std::fprintf(stderr, "aoi: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
+  log::status(stderr, "aoi: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
   server.stop();
   (*service)->shutdown();
   return 0;

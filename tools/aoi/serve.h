@@ -10,11 +10,14 @@ namespace aoi::cli {
 struct ServeOptions {
   std::string model;
   std::string alias;  // the name /v1/models reports (default: the file name)
+  // A built-in name or a file (checked when parsed); empty: the model's own, else ChatML.
+  std::string chat_template;
   std::string host = "127.0.0.1";
   int port = 8080;
   int ctx_size = 0;  // 0: 4096 cells per sequence
   int threads = 0;   // 0: all cores
   int batch_size = 512;
+  int ubatch_size = 0;  // 0: batch_size
   int max_sessions = 8;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
@@ -35,6 +38,7 @@ struct ServeOptions {
   int snapshot_interval = 60;  // seconds
   int snapshot_tokens = 4096;
   int max_stored_sessions = 10000;
+  std::string log_format = "text";
 };
 
 // $AOI_DATA_DIR, else $XDG_STATE_HOME/aoi, else $HOME/.local/state/aoi (the XDG base directory for state).

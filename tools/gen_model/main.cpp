@@ -124,12 +124,15 @@ int main(int argc, char** argv) {
   std::string vocab_path = AOI_DEFAULT_VOCAB;
   std::string type_name = "q8_0";
   std::uint64_t seed = 42;
+  bool no_chat_template = false;
   ModelShape custom;
   app.add_option("-s,--shape", shape_name, "named shape")->check(CLI::IsMember(aoi::tools::shape_names()));
   app.add_option("-o,--output", out_path, "output GGUF file")->required();
   app.add_option("--vocab", vocab_path, "vocab-only GGUF to copy the tokenizer from");
   app.add_option("-t,--type", type_name, "weight type")->check(CLI::IsMember({"f16", "q8_0"}));
   app.add_option("--seed", seed, "weights seed");
+  app.add_flag("--no-chat-template", no_chat_template,
+               "write no tokenizer.chat_template (a model to test aoi's fallback with)");
   app.add_option("--n-embd", custom.n_embd, "override: embedding size");
   app.add_option("--n-layer", custom.n_layer, "override: layers");
   app.add_option("--n-head", custom.n_head, "override: attention heads");
@@ -186,7 +189,9 @@ int main(int argc, char** argv) {
   gguf_set_val_u32(out, "llama.vocab_size", static_cast<std::uint32_t>(n_vocab));
   gguf_set_val_f32(out, "llama.rope.freq_base", shape.rope_theta);
   gguf_set_val_f32(out, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  if (gguf_find_key(out, "tokenizer.chat_template") < 0 && vocab_has_token(vocab, "<|start_header_id|>")) {
+  if (no_chat_template) {
+    gguf_remove_key(out, "tokenizer.chat_template");
+  } else if (gguf_find_key(out, "tokenizer.chat_template") < 0 && vocab_has_token(vocab, "<|start_header_id|>")) {
     gguf_set_val_str(out, "tokenizer.chat_template", kLlama3Template);
   }
 

@@ -18,16 +18,48 @@ struct llama_vocab;
 
 namespace aoi::engine {
 
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+// A chat template as llama.cpp applies it (llama_chat_apply_template): no Jinja, a fixed set of formats that
+// llama.cpp knows by name ("chatml", "llama3", ...) or recognises in a template's text by its markers.
+struct ChatTemplate {
+  enum class Source {
+    kModel,     // the model's own (GGUF tokenizer.chat_template)
+    kBuiltin,   // a built-in name the user chose
+    kFile,      // a file holding a template's text
+    kFallback,  // a built-in used because the model has no template llama.cpp can apply
+  };
+  Source source = Source::kModel;
+  std::string name;  // kBuiltin, kFallback: the built-in name; kFile: the file's path; kModel: empty
+  std::string text;  // what llama.cpp is given: a built-in name or a template's text
+
+  // For logs: "the model's", "chatml (built-in)", "/path/t.jinja", "chatml (fallback: ...)".
+  std::string describe() const;
+};
+
+// llama.cpp's built-in template names, in its order.
+std::vector<std::string> builtin_chat_templates();
+// A name or template text rendered on messages. Fails when llama.cpp does not recognise the template.
+Result<std::string> apply_chat_template(const std::string& tmpl, std::span<const ChatMessage> messages,
+                                        bool add_assistant);
+// `aoi serve --chat-template`'s argument: a built-in name, else a file holding a template's text. Fails with a
+// message listing the built-in names when it is neither, or when llama.cpp cannot apply the file's template.
+Result<ChatTemplate> chat_template_from_arg(const std::string& name_or_file);
+
 struct ModelParams {
   std::string path;
   int n_gpu_layers = 0;  // -1: all
   // Called with 0..1 while the weights load; return false to abort loading.
   std::function<bool(float)> on_progress;
-};
-
-struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
-  std::string content;
+  // The template chat messages are rendered with; none: the model's own. Loading fails when llama.cpp cannot
+  // apply the one given.
+  std::optional<ChatTemplate> chat_template;
+  // The built-in used, when chat_template is none, for a model without a template llama.cpp can apply, as
+  // llama-server does; empty: none (chat messages cannot be rendered; sessions use the plain layout).
+  std::string chat_template_fallback = "chatml";
 };
 
 class Model {
@@ -62,10 +94,13 @@ class Model {
   // (KV cells, tokens) is only ever restored into the same model.
   const std::string& fingerprint() const { return fingerprint_; }
 
-  // The model's chat template (GGUF tokenizer.chat_template), if it has one.
+  // The model's own chat template (GGUF tokenizer.chat_template), if it has one.
   std::optional<std::string> chat_template() const;
-  // Renders messages through the chat template; add_assistant appends the assistant-turn opener.
-  // Fails for models without a template llama.cpp recognises.
+  // The template apply_chat_template uses, decided at load (ModelParams::chat_template, else the model's own,
+  // else the fallback); none when there is none.
+  const std::optional<ChatTemplate>& chat_template_in_use() const { return chat_template_in_use_; }
+  // Renders messages through chat_template_in_use(); add_assistant appends the assistant-turn opener.
+  // Fails when there is none, or llama.cpp does not recognise it.
   Result<std::string> apply_chat_template(std::span<const ChatMessage> messages, bool add_assistant) const;
 
   const llama_model* raw() const { return model_; }
@@ -79,6 +114,7 @@ class Model {
   const llama_vocab* vocab_;
   std::string path_;
   std::string fingerprint_;
+  std::optional<ChatTemplate> chat_template_in_use_;
 };
 
 // Initialises llama.cpp's backends once per process and routes its log lines to aoi's logger
