@@ -6,6 +6,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import WebSocket from 'ws';
 import {
   useServer, http, get, post, expectStatus, expectError, uniqueId, openSSE, assertErrorObject, SMALL_SESSION,
+  webSocketStatus,
 } from './harness.js';
 
 const KEY = 'test-key-0123456789';
@@ -98,18 +99,7 @@ test('SSE and WebSocket need the key', async () => {
   allowed.reader.close();
 
   const url = `ws://${ctx.server.host}:${ctx.server.port}/v1/sessions/${id}/ws`;
-  const status = await new Promise((resolve) => {
-    const ws = new WebSocket(url);
-    ws.on('unexpected-response', (req, res) => {
-      resolve(res.statusCode);
-      req.destroy();
-    });
-    ws.on('open', () => {
-      resolve('open');
-      ws.close();
-    });
-    ws.on('error', () => resolve('error'));
-  });
+  const status = await webSocketStatus(ctx.server, `/v1/sessions/${id}/ws`, false);
   assert.equal(status, 401, 'a WebSocket handshake without the key is refused with 401');
   const opened = await new Promise((resolve) => {
     const ws = new WebSocket(url, { headers: { authorization: `Bearer ${KEY}` } });

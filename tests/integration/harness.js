@@ -618,6 +618,25 @@ export async function openSSE(server, urlPath, { method = 'GET', json, headers =
   return { status: res.status, headers: res.headers, reader: new SSEReader(res, controller) };
 }
 
+// The outcome of a WebSocket handshake on `urlPath` with `key` (none when false): 'open', or the HTTP status
+// of the refusal.
+export async function webSocketStatus(server, urlPath, key) {
+  const { default: WebSocket } = await import('ws');
+  const headers = key ? { authorization: `Bearer ${key}` } : {};
+  return new Promise((resolve) => {
+    const ws = new WebSocket(`ws://${server.host}:${server.port}${urlPath}`, { headers });
+    ws.on('unexpected-response', (req, res) => {
+      resolve(res.statusCode);
+      req.destroy();
+    });
+    ws.on('open', () => {
+      resolve('open');
+      ws.close();
+    });
+    ws.on('error', () => resolve('error'));
+  });
+}
+
 // ---- raw sockets ---------------------------------------------------------------------------------------
 
 // Opens a TCP connection to the server.

@@ -9,7 +9,7 @@ import path from 'node:path';
 import WebSocket from 'ws';
 import {
   useServer, http, get, post, del, expectStatus, expectError, uniqueId, openSSE, SMALL_SESSION, textRecords,
-  waitIngested, sleep,
+  waitIngested, sleep, webSocketStatus,
 } from './harness.js';
 
 const ADMIN = 'admin-key-0123456789';
@@ -43,21 +43,7 @@ async function createAs(key, body = {}) {
   return res.body;
 }
 
-async function wsStatus(key, id) {
-  const url = `ws://${ctx.server.host}:${ctx.server.port}/v1/sessions/${id}/ws`;
-  return new Promise((resolve) => {
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${key}` } });
-    ws.on('unexpected-response', (req, res) => {
-      resolve(res.statusCode);
-      req.destroy();
-    });
-    ws.on('open', () => {
-      resolve('open');
-      ws.close();
-    });
-    ws.on('error', () => {});
-  });
-}
+const wsStatus = (key, id) => webSocketStatus(ctx.server, `/v1/sessions/${id}/ws`, key);
 
 test('a tenant sees only its own sessions; another tenant gets 404 on every route of them', async () => {
   const mine = await createAs(ACME);
