@@ -5,7 +5,8 @@
 // AOI_DASHBOARD_FEED_MS=40000 feeds the session longer first, for a picture with more history.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
 import {
@@ -16,12 +17,18 @@ import {
 const CHROMIUM = process.env.AOI_CHROMIUM || '/usr/bin/chromium';
 // Screenshots go beside the build (build/test-output for build/tools/aoi) unless AOI_TEST_OUTPUT_DIR says where.
 const OUTPUT_DIR = process.env.AOI_TEST_OUTPUT_DIR || path.resolve(path.dirname(AOI_BIN), '..', 'test-output');
-const KEY = 'dashboard-key-0123456789';
+const KEY = 'dashboard-key-0123456789'; // an admin key: sees every session
+const TENANT_KEY = 'dashboard-tenant-key-0123'; // tenant "acme": sees its own sessions only
 const SESSION = 'keep-dashboard'; // the harness deletes every other session after each test
 const FLASH_QUESTION = 'Is the trend UP or DOWN? Answer with one word.';
 const QUESTION = 'What was the highest high of the last five bars?';
 
-const ctx = useServer({ apiKey: KEY }, async (server) => {
+const keysDir = mkdtempSync(path.join(os.tmpdir(), 'aoi-dashboard-keys-'));
+const keysFile = path.join(keysDir, 'keys.txt');
+writeFileSync(keysFile, `${TENANT_KEY} acme\n`);
+after(() => rmSync(keysDir, { recursive: true, force: true }));
+
+const ctx = useServer({ apiKey: KEY, args: ['--api-keys', keysFile] }, async (server) => {
   const res = await post(server, '/v1/sessions', {
     id: SESSION,
     system: 'You are a market analyst. The lines below are hourly OHLCV bars, oldest first.',
@@ -150,8 +157,9 @@ test('the page and its files are served without a key, with their types and vali
   const settings = await get(ctx.server, '/dashboard.json', { key: false });
   expectStatus(settings, 200);
   assert.deepEqual(settings.body, { api_key_required: true });
-  // What the page shows needs the key.
+  // What the page shows needs the key, and the session's owner's: another tenant's session does not exist.
   expectError(await get(ctx.server, `/v1/sessions/${SESSION}/records`, { key: false }), 401, 'unauthorized');
+  expectError(await get(ctx.server, `/v1/sessions/${SESSION}/records`, { key: TENANT_KEY }), 404, 'not_found');
 });
 
 test('GET /v1/sessions/{id}/records: the newest records of the window, as the model reads them', async () => {
@@ -248,7 +256,9 @@ test('in Chromium: the key, a live version and flash answer while records arrive
   }
 });
 
-test('in Chromium: a wrong key is refused with a clear message; a deleted session leaves the view', async () => {
+test('in Chromium: a wrong key is refused; a tenant sees its own sessions; a deleted one leaves the view', async () => {
+  const own = uniqueId('acme');
+  expectStatus(await post(ctx.server, '/v1/sessions', { id: own, ...SMALL_SESSION }, { key: TENANT_KEY }), 201);
   const { page, context, problems } = await openPage(`${ctx.server.url}/`);
   try {
     await waitInPage(page, 'the request for a key', () =>
@@ -258,21 +268,29 @@ test('in Chromium: a wrong key is refused with a clear message; a deleted sessio
     await waitInPage(page, 'that the key was refused', () =>
       document.getElementById('key-panel').hidden === false &&
       /refused this API key/.test(document.getElementById('key-message').textContent));
-    await enterKey(page, KEY);
-    await page.waitForSelector(`tr[data-id="${SESSION}"]`);
+    // A tenant's key: its session, and not the admin's (one list answer fills the table).
+    await enterKey(page, TENANT_KEY);
+    await page.waitForSelector(`tr[data-id="${own}"]`);
+    assert.equal(await page.$(`tr[data-id="${SESSION}"]`), null, 'another owner\'s session is not shown');
 
     const doomed = uniqueId('doomed');
-    expectStatus(await post(ctx.server, '/v1/sessions', { id: doomed, ...SMALL_SESSION }), 201);
+    expectStatus(await post(ctx.server, '/v1/sessions', { id: doomed, ...SMALL_SESSION }, { key: TENANT_KEY }), 201);
     await page.waitForSelector(`tr[data-id="${doomed}"]`);
     await page.click(`tr[data-id="${doomed}"]`);
     await waitInPage(page, `session ${doomed} with its event stream live`, (id) =>
       document.getElementById('detail-id').textContent === id &&
       document.getElementById('detail-stream').dataset.state === 'live', doomed);
-    expectStatus(await del(ctx.server, `/v1/sessions/${doomed}`), 200);
+    expectStatus(await del(ctx.server, `/v1/sessions/${doomed}`, { key: TENANT_KEY }), 200);
     await waitInPage(page, `session ${doomed} gone from the table and the detail, with a notice`, (id) =>
       document.querySelector(`tr[data-id="${id}"]`) === null &&
       document.getElementById('detail-id').textContent !== id &&
       document.getElementById('notice').textContent.includes(`${id} was deleted`), doomed);
+
+    // Another key, through the page's own button: the admin's sees every session.
+    await page.click('#forget-key');
+    await enterKey(page, KEY);
+    await page.waitForSelector(`tr[data-id="${SESSION}"]`);
+    await page.waitForSelector(`tr[data-id="${own}"]`);
 
     // The only errors: the browser's own line for each refused request.
     const unexpected = problems.filter((p) => !/status of 401/.test(p));
