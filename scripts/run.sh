@@ -52,6 +52,7 @@ aoi run: the main job
      every data update: "$flash1" and "$flash2"
   4. stream synthetic OHLCV bars into it, 2 a second (aoi feed ohlcv --json --rate 2 | aoi push $session --ndjson)
   5. print the session's events (aoi watch $session) and ask "$question" every ${ask_every} s (aoi ask)
+  6. show it all live in the dashboard at $server/ (open it in a browser)
 Ctrl-C stops everything.
 
 EOF
@@ -176,6 +177,8 @@ ask_loop() {
 ask_loop &
 ask_pid=$!
 
+echo
+echo "aoi run: the dashboard is at $server/ (open it in a browser${AOI_API_KEY:+; it asks for the API key once})"
 cat <<EOF
 
 aoi run: streaming. From another terminal, try:

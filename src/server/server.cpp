@@ -233,6 +233,7 @@ struct Server::Impl {
     add_session_routes(routes);
     add_compat_routes(routes);
     add_ops_routes(routes);
+    add_dashboard_routes(routes);
   }
 
   net::awaitable<void> accept_loop();

@@ -628,6 +628,36 @@ void Service::prompt(std::string_view id, std::string question, std::function<vo
       [reply](const Error& e) { (*reply)(e); });
 }
 
+void Service::latest_records(std::string_view id, size_t n, std::function<void(Result<LatestRecords>)> done) {
+  auto h = handle(id);
+  if (!h) {
+    done(Error::not_found("unknown session: " + std::string(id)));
+    return;
+  }
+  auto reply = std::make_shared<std::function<void(Result<LatestRecords>)>>(std::move(done));
+  InferenceState* st = state_.get();
+  // Straight onto the loop, not through with_resident: a viewer's look must not move sessions between the
+  // cache and the disk, nor count as a use.
+  loop_->post(
+      [st, h, n, reply] {
+        if (h->deleted.load()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        LatestRecords out;
+        const auto it = st->sessions().find(h->id());
+        if (it == st->sessions().end() || !it->second->session) return (*reply)(std::move(out));
+        const session::Session& s = *it->second->session;
+        out.resident = true;
+        out.data_version = s.data_version();
+        const auto& records = s.records();
+        for (size_t i = records.size() - std::min(n, records.size()); i < records.size(); ++i) {
+          std::string text = st->model().detokenize(records[i].tokens);
+          if (!text.empty() && text.back() == '\n') text.pop_back();
+          out.records.push_back({records[i].seq, std::move(text), static_cast<int>(records[i].tokens.size())});
+        }
+        (*reply)(std::move(out));
+      },
+      [reply](const Error& e) { (*reply)(e); });
+}
+
 void Service::export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done) {
   auto h = handle(id);
   if (!h) {

@@ -223,6 +223,21 @@ class Service {
   };
   void prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done);
 
+  // The newest records of a session's window as the model reads them (detokenized, without the closing
+  // newline), for a viewer such as the dashboard. Looking never brings a session back into the cache: one that
+  // is not resident answers with no records and resident = false.
+  struct RecordText {
+    std::uint64_t seq = 0;
+    std::string text;
+    int tokens = 0;
+  };
+  struct LatestRecords {
+    std::uint64_t data_version = 0;
+    bool resident = false;
+    std::vector<RecordText> records;  // oldest first, at most the `n` asked for
+  };
+  void latest_records(std::string_view id, size_t n, std::function<void(Result<LatestRecords>)> done);
+
   // Runs fn on the inference thread between two passes and waits for it (tests, maintenance).
   void run_on_inference_thread(std::function<void()> fn);
 

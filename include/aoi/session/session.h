@@ -196,6 +196,8 @@ class Session {
   std::span<const Token> region0_tokens() const { return region0_; }
   std::span<const Token> scaffold_tokens() const { return scaffold_; }
   std::vector<std::uint64_t> record_seqs() const;
+  // The retained records, oldest first (Region 1 is their tokens in this order).
+  const std::deque<TokenizedRecord>& records() const { return records_; }
 
   // Question tokens as a query decodes them (question + closing).
   Result<std::vector<Token>> question_tokens(std::string_view question) const;
