@@ -60,8 +60,13 @@ async function launchBrowser() {
   return browser;
 }
 
+// Closing asks Chromium to quit over its debugging connection; should it not answer in time, its process is
+// killed, so that a browser that hangs can never hold the suite open.
 after(async () => {
-  await browser?.close();
+  if (!browser) return;
+  const quit = browser.close().then(() => true, () => false);
+  const timeout = new Promise((resolve) => setTimeout(resolve, 10000, false).unref());
+  if (!(await Promise.race([quit, timeout]))) browser.process()?.kill('SIGKILL');
 });
 
 // A page in a fresh browser context (its own sessionStorage), recording what the console and the page report.
