@@ -113,6 +113,11 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
                  std::to_string(status) + "\",tenant=\"" + escape_label(tenant) + "\"",
              static_cast<double>(n));
     }
+    header(out, "aoi_http_connections", "gauge", "Open HTTP connections, event streams and WebSockets included.");
+    sample(out, "aoi_http_connections", "", static_cast<double>(open_connections()));
+    header(out, "aoi_http_connections_refused_total", "counter", "Connections refused over --max-connections.");
+    sample(out, "aoi_http_connections_refused_total", "",
+           static_cast<double>(refused_connections_.load(std::memory_order_relaxed)));
     header(out, "aoi_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
     for (const auto& [route, h] : request_seconds_) {
       h.render(out, "aoi_http_request_duration_seconds", "route=\"" + escape_label(route) + "\"");

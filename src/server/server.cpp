@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
@@ -238,6 +239,10 @@ struct Server::Impl {
 
   net::awaitable<void> accept_loop();
   net::awaitable<void> connection(tcp::socket socket);
+  // A connection over --max-connections: a 429, then closed.
+  net::awaitable<void> refuse(tcp::socket socket);
+  // Writes a last response and closes the connection without resetting it.
+  net::awaitable<void> reply_and_close(beast::tcp_stream& stream, Response res);
   // What /metrics counts a request under: the route's pattern, and the caller's tenant ("-": no valid key).
   struct Labels {
     std::string route;
@@ -293,11 +298,48 @@ net::awaitable<void> Server::Impl::accept_loop() {
         co_await acceptor.async_accept(net::make_strand(ioc), net::redirect_error(net::use_awaitable, ec));
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
-      spdlog::warn("accept: {}", ec.message());
+      // Out of descriptors (EMFILE) or memory: the connection stays in the backlog, and accepting again at once
+      // would only fail again, in a busy loop. Wait for connections to close.
+      spdlog::warn("accept: {} (retrying in 100 ms)", ec.message());
+      net::steady_timer pause(acceptor.get_executor(), std::chrono::milliseconds(100));
+      co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
       continue;
     }
     const auto executor = socket.get_executor();
+    // Only this loop opens connections, so the count cannot pass the cap between the check and the increment.
+    if (metrics.open_connections() >= options.max_connections) {
+      metrics.connection_refused();
+      net::co_spawn(executor, refuse(std::move(socket)), net::detached);
+      continue;
+    }
+    metrics.connection_opened();
     net::co_spawn(executor, connection(std::move(socket)), net::detached);
+  }
+}
+
+net::awaitable<void> Server::Impl::refuse(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  Request req;
+  req.version(11);
+  Response res = error_response(req, Error::overloaded("the server has " + std::to_string(options.max_connections) +
+                                                       " connections open (--max-connections)"));
+  res.set(http::field::retry_after, "1");
+  co_await reply_and_close(stream, std::move(res));
+}
+
+net::awaitable<void> Server::Impl::reply_and_close(beast::tcp_stream& stream, Response res) {
+  res.keep_alive(false);
+  boost::system::error_code ec;
+  stream.expires_after(std::chrono::seconds(5));
+  co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+  // Lingering close: the client may still be sending (a body over the limit, a request not read). Closing with
+  // its bytes unread would reset the connection and could destroy the response before the client reads it, so
+  // half-close and drain for a moment first.
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.expires_after(std::chrono::seconds(2));
+  std::array<char, 16384> scratch;
+  for (size_t drained = 0; !ec && drained < (8u << 20);) {
+    drained += co_await stream.async_read_some(net::buffer(scratch), net::redirect_error(net::use_awaitable, ec));
   }
 }
 
@@ -363,13 +405,17 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
 }
 
 net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
+  struct Closed {
+    Metrics& metrics;
+    ~Closed() { metrics.connection_closed(); }
+  } closed{metrics};
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   bool first = true;
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(options.max_body_bytes);
-    parser.header_limit(64 * 1024);
+    parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
     boost::system::error_code ec;
     // A new connection must send its request promptly; a kept-alive one may idle longer.
     stream.expires_after(first ? options.request_timeout : options.idle_timeout);
@@ -392,27 +438,19 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
       }
       Request bad;
       bad.version(11);
-      bad.keep_alive(false);
-      const Error error =
-          ec == http::error::body_limit
-              ? Error::too_large("body", "the body is over " + std::to_string(options.max_body_bytes) + " bytes")
-              : Error::malformed("bad HTTP request: " + ec.message());
-      Response res = error_response(bad, error);
-      res.keep_alive(false);
-      stream.expires_after(std::chrono::seconds(5));
-      co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
-      metrics.observe_request("unparsed", "-", res.result_int(), "-", 0.0);
-      // Lingering close: the client may still be sending (a body over the limit). Closing with its bytes
-      // unread would reset the connection and could destroy the response before the client reads it, so
-      // half-close and drain for a moment first.
-      boost::system::error_code drain_ec;
-      stream.socket().shutdown(tcp::socket::shutdown_send, drain_ec);
-      stream.expires_after(std::chrono::seconds(2));
-      std::array<char, 16384> scratch;
-      for (size_t drained = 0; !drain_ec && drained < (8u << 20);) {
-        drained +=
-            co_await stream.async_read_some(net::buffer(scratch), net::redirect_error(net::use_awaitable, drain_ec));
+      Response res;
+      if (ec == http::error::body_limit) {
+        res = error_response(
+            bad, Error::too_large("body", "the body is over " + std::to_string(options.max_body_bytes) + " bytes"));
+      } else if (ec == http::error::header_limit) {
+        res = error_response(bad, Error::too_large("headers", "the request line and headers are over " +
+                                                                  std::to_string(options.max_header_bytes) + " bytes"));
+        res.result(http::status::request_header_fields_too_large);
+      } else {
+        res = error_response(bad, Error::malformed("bad HTTP request: " + ec.message()));
       }
+      metrics.observe_request("unparsed", "-", res.result_int(), "-", 0.0);
+      co_await reply_and_close(stream, std::move(res));
       co_return;
     }
     Request req = parser.release();

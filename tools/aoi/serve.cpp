@@ -3,11 +3,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+
+#include <sys/resource.h>
 
 #include "aoi/common/log.h"
 #include "aoi/engine/context.h"
@@ -80,6 +83,21 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "SIGHUP reloads it")
       ->check(CLI::ExistingFile);
   app.add_option("--max-body-bytes", o.max_body_bytes, "largest request body")->capture_default_str();
+  app.add_option("--max-header-bytes", o.max_header_bytes, "largest request line and headers (over it: 431)")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 24))
+      ->capture_default_str();
+  app.add_option("--request-timeout", o.request_timeout,
+                 "seconds a client has to send a whole request; a slower one is disconnected")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--idle-timeout", o.idle_timeout, "seconds a kept-alive connection may wait for its next request")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--max-connections", o.max_connections,
+                 "open connections at most, event streams and WebSockets included (over it: 429); the descriptor "
+                 "limit is raised to fit when the hard limit allows")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--pool-slots", o.pool_slots, "parallel stateless completions")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
@@ -128,6 +146,29 @@ std::string default_data_dir() {
   return ".aoi";
 }
 
+namespace {
+
+// Each connection holds a descriptor, and so do the model, the listening socket and each session's files on
+// disk. Raises the soft limit as far as the hard one allows; below what the flags need, says so (connections
+// past the limit then wait in the backlog).
+void fit_descriptor_limit(const ServeOptions& o) {
+  const rlim_t needed = static_cast<rlim_t>(o.max_connections) + 4 * static_cast<rlim_t>(o.max_sessions) + 64;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= needed) return;
+  const rlim_t raised = limit.rlim_max == RLIM_INFINITY ? needed : std::min(needed, limit.rlim_max);
+  if (raised > limit.rlim_cur) {
+    rlimit wanted{raised, limit.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &wanted) == 0) limit.rlim_cur = raised;
+  }
+  if (limit.rlim_cur < needed) {
+    spdlog::warn("the open-file limit is {} (hard limit {}), under the {} that --max-connections {} needs",
+                 static_cast<unsigned long long>(limit.rlim_cur), static_cast<unsigned long long>(limit.rlim_max),
+                 static_cast<unsigned long long>(needed), o.max_connections);
+  }
+}
+
+}  // namespace
+
 int run_serve(const ServeOptions& o) {
   // Signals are taken by sigwait below, not by whichever thread they land on.
   // An inherited SIGINT that is ignored (a background job of a non-interactive shell) stays ignored.
@@ -147,6 +188,11 @@ int run_serve(const ServeOptions& o) {
   so.api_keys = o.api_keys;
   so.api_keys_file = o.api_keys_file;
   so.max_body_bytes = o.max_body_bytes;
+  so.max_header_bytes = o.max_header_bytes;
+  so.request_timeout = std::chrono::seconds(o.request_timeout);
+  so.idle_timeout = std::chrono::seconds(o.idle_timeout);
+  so.max_connections = static_cast<std::size_t>(o.max_connections);
+  fit_descriptor_limit(o);
   so.io_threads = o.io_threads;
   so.model_name = o.alias.empty() ? std::filesystem::path(o.model).stem().string() : o.alias;
   server::Server server(so);

@@ -26,6 +26,10 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::string api_keys_file;  // tenants (server/tenants.h); SIGHUP reloads it
   std::size_t max_body_bytes = 16u << 20;
+  std::size_t max_header_bytes = 64u << 10;
+  int request_timeout = 30;  // seconds to send a whole request
+  int idle_timeout = 120;    // seconds a kept-alive connection may wait between requests
+  int max_connections = 512;
   int pool_slots = 2;
   int spare_seqs = 0;
   int io_threads = 2;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -43,10 +44,17 @@ class Metrics {
                        double seconds);
   void observe_query(std::string_view path, double seconds);      // session queries: flash/speculative/standard
   void observe_completion(std::string_view api, double seconds);  // stateless: openai/anthropic
+  // Open connections (the server's cap reads it) and connections refused over the cap.
+  void connection_opened() { open_connections_.fetch_add(1, std::memory_order_relaxed); }
+  void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
+  void connection_refused() { refused_connections_.fetch_add(1, std::memory_order_relaxed); }
+  std::size_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
   std::string render(const service::ServiceStats& stats, const std::vector<service::SessionSnapshot>& sessions,
                      const TenantView& tenants) const;
 
  private:
+  std::atomic<std::size_t> open_connections_{0};
+  std::atomic<std::uint64_t> refused_connections_{0};
   mutable std::mutex mu_;
   // (route, method, status, tenant)
   std::map<std::tuple<std::string, std::string, int, std::string>, std::uint64_t> requests_;

@@ -30,10 +30,16 @@ struct ServerOptions {
   std::uint64_t max_import_bytes = 8ull << 30;
   std::chrono::seconds import_timeout{600};
   int io_threads = 2;
-  std::string model_name = "aoi";            // what /v1/models reports
-  std::chrono::seconds request_timeout{30};  // to receive a whole request (slow clients are cut off)
-  std::chrono::seconds idle_timeout{120};    // keep-alive connections with no request
-  std::chrono::seconds sse_ping{15};         // comment lines on idle event streams
+  std::string model_name = "aoi";  // what /v1/models reports
+  // A client has request_timeout to send a whole request (its header and body: one sending a byte at a time is
+  // cut off, not waited for), and a kept-alive connection idle_timeout to start the next one.
+  std::chrono::seconds request_timeout{30};
+  std::chrono::seconds idle_timeout{120};
+  std::size_t max_header_bytes = 64u << 10;  // the request line and headers (over it: 431)
+  // Open connections at most, event streams and WebSockets included; a connection over it is answered 429 and
+  // closed, so that clients holding connections cannot take every descriptor.
+  std::size_t max_connections = 512;
+  std::chrono::seconds sse_ping{15};  // comment lines on idle event streams
 };
 
 class Server {
