@@ -1,7 +1,7 @@
 // Soak: N sessions fed R records/s each, with a flash question per session and a question every few seconds,
 // for a given time; then the checks. Not a CI test (scripts/soak.sh runs it): it runs for minutes.
 //
-//   node soak.js [--minutes 10] [--sessions 8] [--rate 100] [--model PATH] [--out FILE]
+//   node soak.js [--minutes 10] [--sessions 8] [--rate 100] [--model PATH] [--out FILE.md]
 //
 // Checks, printed with their figures (exit status 1 when one fails):
 //   - every record the server accepted (the sum of its 202 answers) is ingested, dropped or rejected, each
@@ -195,11 +195,24 @@ console.log('events:', Object.fromEntries(stats.events));
 if (stats.errorEvents.length) console.log('error events:', stats.errorEvents.slice(0, 10));
 console.log(`warm-up ${WARMUP_MS / 1000} s; ${stats.samples.length} samples every ${SAMPLE_EVERY_MS / 1000} s\n`);
 for (const [what, ok] of checks) console.log(`${ok ? 'PASS' : 'FAIL'}  ${what}`);
+// The summary in markdown, for docs/benchmarks.md (bench/update_docs.py soak FILE).
 if (opt.out) {
-  writeFileSync(opt.out, JSON.stringify({
-    minutes: MINUTES, sessions: SESSIONS, rate: RATE, model: opt.model, accounting,
-    responses: Object.fromEntries(stats.responses), events: Object.fromEntries(stats.events),
-    samples: stats.samples, rss, cells, checks: checks.map(([what, ok]) => ({ what, ok })),
-  }, null, 2));
+  const md = [
+    `${SESSIONS} sessions x ${RATE} records/s for ${MINUTES} min, a question every ${QUESTION_EVERY_MS / 1000} s per ` +
+      `session and one flash question each; model \`${opt.model.split('/').pop()}\`; warm-up ${WARMUP_MS / 1000} s.`,
+    '',
+    '| session | accepted | ingested | dropped | rejected | pending | data versions |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
+    ...accounting.map((a) => `| ${a.id} | ${a.accepted} | ${a.ingested} | ${a.dropped} | ${a.rejected} | ` +
+      `${a.pending} | ${a.version} |`),
+    '',
+    `Answers: ${[...stats.responses].map(([k, n]) => `${k}: ${n}`).join(', ')}. ` +
+      `Events: ${[...stats.events].map(([k, n]) => `${k}: ${n}`).join(', ')}.`,
+    '',
+    '| check | result |',
+    '| --- | --- |',
+    ...checks.map(([what, ok]) => `| ${what} | ${ok ? 'pass' : '**fail**'} |`),
+  ];
+  writeFileSync(opt.out, `${md.join('\n')}\n`);
 }
 process.exit(checks.every(([, ok]) => ok) ? 0 : 1);
