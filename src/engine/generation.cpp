@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "aoi/common/check.h"
+#include "aoi/common/utf8.h"
 #include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
@@ -15,29 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// Length of the longest prefix of s that is whole UTF-8 characters (an incomplete tail is held back).
-size_t complete_utf8_prefix(std::string_view s) {
-  size_t i = s.size();
-  // Walk back over at most 3 continuation bytes to the lead byte of the last character.
-  size_t back = 0;
-  while (back < 4 && i > 0) {
-    const auto c = static_cast<unsigned char>(s[i - 1]);
-    if ((c & 0xC0) != 0x80) {
-      size_t need = 1;
-      if ((c & 0xE0) == 0xC0)
-        need = 2;
-      else if ((c & 0xF0) == 0xE0)
-        need = 3;
-      else if ((c & 0xF8) == 0xF0)
-        need = 4;
-      return (back + 1 >= need) ? s.size() : i - 1;
-    }
-    --i;
-    ++back;
-  }
-  return s.size();
 }
 
 }  // namespace
@@ -66,7 +44,7 @@ std::string TextStream::push(std::string_view piece) {
     }
   }
   if (cut != std::string::npos) {
-    std::string out = pending_.substr(0, cut);
+    std::string out = repair_utf8(std::string_view(pending_).substr(0, cut));
     pending_.clear();
     stopped_ = true;
     text_ += out;
@@ -85,7 +63,8 @@ std::string TextStream::push(std::string_view piece) {
   }
   size_t emit = pending_.size() - hold;
   emit = complete_utf8_prefix(std::string_view(pending_).substr(0, emit));
-  std::string out = pending_.substr(0, emit);
+  // What the model emits need not be UTF-8 (byte tokens): what is sent and kept is.
+  std::string out = repair_utf8(std::string_view(pending_).substr(0, emit));
   pending_.erase(0, emit);
   text_ += out;
   return out;
@@ -93,7 +72,8 @@ std::string TextStream::push(std::string_view piece) {
 
 std::string TextStream::flush() {
   if (stopped_) return {};
-  std::string out = std::move(pending_);
+  // A character cut short by the end of the answer becomes U+FFFD.
+  std::string out = repair_utf8(pending_);
   pending_.clear();
   text_ += out;
   return out;

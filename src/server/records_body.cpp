@@ -1,5 +1,7 @@
 #include "records_body.h"
 
+#include "aoi/common/utf8.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -139,43 +141,6 @@ class RecordsSax {
 
 }  // namespace
 
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 1;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    for (size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    // Overlong forms, surrogates and out-of-range code points are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
-
 Result<std::vector<RecordInput>> parse_records_json(std::string_view body, std::vector<std::string> ignored_keys) {
   RecordsSax sax(/*wrapped=*/true, 0, std::move(ignored_keys));
   const bool ok = nlohmann::json::sax_parse(body, &sax);
@@ -212,7 +177,7 @@ Result<std::vector<RecordInput>> parse_records_ndjson(std::string_view body) {
 }
 
 Result<std::vector<RecordInput>> parse_records_text(std::string_view body) {
-  if (!valid_utf8(body)) return Error::malformed("the body is not UTF-8 text");
+  if (!is_valid_utf8(body)) return Error::malformed("the body is not UTF-8 text");
   std::vector<RecordInput> all;
   size_t start = 0;
   while (start < body.size()) {

@@ -17,6 +17,4 @@ Result<std::vector<service::RecordInput>> parse_records_ndjson(std::string_view 
 // One record per line; empty lines are skipped. Errors: the body is not UTF-8.
 Result<std::vector<service::RecordInput>> parse_records_text(std::string_view body);
 
-bool valid_utf8(std::string_view s);
-
 }  // namespace aoi::server

@@ -13,7 +13,9 @@ constexpr char kMagic[8] = {'A', 'O', 'I', 'S', 'N', 'A', 'P', '\n'};
 }  // namespace
 
 Bytes encode_snapshot(const SnapshotData& snapshot) {
-  const std::string meta = snapshot.meta.dump();
+  // JSON holds UTF-8 only: a string that is not (none should be: clients' text is checked, the model's
+  // repaired) is stored with U+FFFD in place of its bad bytes rather than failing the snapshot.
+  const std::string meta = snapshot.meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   size_t total = sizeof kMagic + 4 + 4 + meta.size() + 4 + 4;
   for (const auto& [name, data] : snapshot.blobs) total += 2 + name.size() + 8 + data.size();
   Bytes out;

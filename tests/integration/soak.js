@@ -48,6 +48,7 @@ const stats = {
   responses: new Map(), // "route status" -> count
   events: new Map(), // event type -> count
   errorEvents: [],
+  failures: [], // the first requests that got no answer
   samples: [], // { t, rss_kib, cells }
 };
 const count = (map, key, n = 1) => map.set(key, (map.get(key) ?? 0) + n);
@@ -94,14 +95,28 @@ const t0 = Date.now();
 const deadline = t0 + durationMs;
 let stopping = false;
 
+// A request that got no answer (a reset, a refused connection) is counted under "ROUTE failed: CODE".
+async function send(route, request) {
+  try {
+    const res = await request();
+    count(stats.responses, `${route} ${res.status}`);
+    return res;
+  } catch (err) {
+    const code = err?.cause?.code ?? err?.code ?? err?.name;
+    count(stats.responses, `${route} failed: ${code}`);
+    if (stats.failures.length < 20) stats.failures.push({ t: Date.now() - t0, route, error: `${err?.message} ${code}` });
+    return null;
+  }
+}
+
 async function feed(id, index) {
   let n = 0;
   let next = Date.now();
   const batch = Math.max(1, Math.round((RATE * PUSH_EVERY_MS) / 1000));
   while (Date.now() < deadline) {
-    const res = await post(server, `/v1/sessions/${id}/data`, { records: barRecords(batch, index * 100_000 + (n % 100_000)) });
-    count(stats.responses, `data ${res.status}`);
-    if (res.status === 202) count(stats.accepted, id, res.body.accepted);
+    const res = await send('data', () =>
+      post(server, `/v1/sessions/${id}/data`, { records: barRecords(batch, index * 100_000 + (n % 100_000)) }));
+    if (res?.status === 202) count(stats.accepted, id, res.body.accepted);
     n += batch;
     next += PUSH_EVERY_MS;
     await sleep(Math.max(0, next - Date.now()));
@@ -112,9 +127,8 @@ async function ask(id) {
   await sleep(Math.random() * QUESTION_EVERY_MS);
   while (Date.now() < deadline) {
     const started = Date.now();
-    const res = await post(server, `/v1/sessions/${id}/query`,
-      { question: 'What was the last close?', max_tokens: 8 }, { timeout: 300_000 });
-    count(stats.responses, `query ${res.status}`);
+    await send('query', () => post(server, `/v1/sessions/${id}/query`,
+      { question: 'What was the last close?', max_tokens: 8 }, { timeout: 300_000 }));
     await sleep(Math.max(0, QUESTION_EVERY_MS - (Date.now() - started)));
   }
 }
@@ -158,6 +172,7 @@ stopping = true;
 await sampler;
 for (const close of stats.closeStreams) close();
 await Promise.all(streams);
+const serverLog = server.logs();
 const stopped = await server.stop();
 rmSync(dataDir, { recursive: true, force: true });
 
@@ -175,6 +190,7 @@ function drift(key) {
 const rss = drift('rss_kib');
 const cells = drift('cells');
 const fiveXX = [...stats.responses].filter(([k]) => / 5\d\d$/.test(k));
+const unanswered = [...stats.responses].filter(([k]) => / failed: /.test(k));
 const checks = [
   ['every accepted record ingested, dropped or rejected, and counted',
     accounting.every((a) => a.pending === 0 && a.pushed === a.accepted &&
@@ -184,6 +200,8 @@ const checks = [
   [`KV cells flat after the warm-up (${cells.first.toFixed(0)} -> ${cells.last.toFixed(0)}, ` +
     `${(cells.drift * 100).toFixed(2)}%)`, Math.abs(cells.drift) < DRIFT_LIMIT],
   [`no error events (${stats.errorEvents.length})`, stats.errorEvents.length === 0],
+  [`every request answered (${unanswered.map(([k, n]) => `${k}: ${n}`).join(', ') || 'all were'})`,
+    unanswered.length === 0],
   [`no 5xx answers (${fiveXX.map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'})`, fiveXX.length === 0],
   [`the server stopped cleanly on SIGTERM (exit ${stopped.code})`, stopped.code === 0 && !stopped.forced],
 ];
@@ -193,6 +211,7 @@ console.table(accounting);
 console.log('answers:', Object.fromEntries(stats.responses));
 console.log('events:', Object.fromEntries(stats.events));
 if (stats.errorEvents.length) console.log('error events:', stats.errorEvents.slice(0, 10));
+if (stats.failures.length) console.log('unanswered:', stats.failures, `\nserver log:\n${serverLog.slice(-4000)}`);
 console.log(`warm-up ${WARMUP_MS / 1000} s; ${stats.samples.length} samples every ${SAMPLE_EVERY_MS / 1000} s\n`);
 for (const [what, ok] of checks) console.log(`${ok ? 'PASS' : 'FAIL'}  ${what}`);
 // The summary in markdown, for docs/benchmarks.md (bench/update_docs.py soak FILE).

@@ -53,5 +53,31 @@ TEST(TextStream, FlushReleasesHeldText) {
   EXPECT_EQ(s.text(), "xS");
 }
 
+// A model may emit bytes that are not UTF-8 (byte-fallback tokens): what is sent and kept is UTF-8, the bad
+// bytes replaced by U+FFFD, and a character cut short by the end of the answer too.
+TEST(TextStream, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  TextStream s({});
+  EXPECT_EQ(s.push("a\xBA"
+                   "b"),
+            "a\xEF\xBF\xBD"
+            "b");                               // a lone continuation byte
+  EXPECT_EQ(s.push("\xE2\x82"), "");            // the start of a character: held back
+  EXPECT_EQ(s.push("\xAC!"), "\xE2\x82\xAC!");  // completed: the euro sign
+  EXPECT_EQ(s.push("\xC3"), "");
+  EXPECT_EQ(s.push("x"), "\xEF\xBF\xBDx");  // never completed
+  EXPECT_EQ(s.push("\xF0\x9F"), "");
+  EXPECT_EQ(s.flush(), "\xEF\xBF\xBD\xEF\xBF\xBD");  // cut by the end of the answer
+  EXPECT_EQ(s.text(),
+            "a\xEF\xBF\xBD"
+            "b\xE2\x82\xAC!\xEF\xBF\xBDx\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+TEST(TextStream, TextBeforeAStopStringIsRepairedToo) {
+  TextStream s({"END"});
+  s.push("\xFFok END");
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(s.text(), "\xEF\xBF\xBDok ");
+}
+
 }  // namespace
 }  // namespace aoi::engine
