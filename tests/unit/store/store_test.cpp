@@ -293,6 +293,17 @@ TEST(SnapshotFile, RoundTripsAndIsReplacedAtomically) {
   EXPECT_EQ(read_snapshot(dir.path() / "missing").error().type, ErrorType::kNotFound);
 }
 
+// A string that is not UTF-8 cannot be JSON: the snapshot keeps it with U+FFFD in place of the bad bytes
+// instead of failing (it threw, and terminated the server, from the snapshot thread).
+TEST(SnapshotFile, AStringThatIsNotUtf8IsStoredRepaired) {
+  SnapshotData s = sample_snapshot();
+  s.meta["answer"] = "up\xBA";
+  const Bytes bytes = encode_snapshot(s);
+  auto back = decode_snapshot(bytes);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->meta["answer"], "up\xEF\xBF\xBD");
+}
+
 TEST(SnapshotFile, EveryKindOfDamageIsDetected) {
   const Bytes good = encode_snapshot(sample_snapshot());
   ASSERT_TRUE(decode_snapshot(good).ok());
