@@ -128,4 +128,16 @@ void InferenceState::publish_ready(SessionRuntime& rt) {
   h.set_ready({true, s.data_version(), top.token, top.gap()});
 }
 
+std::optional<sched::SeqLease> InferenceState::take_spare(const void* lane) {
+  auto it = std::find(spare_waiters_.begin(), spare_waiters_.end(), lane);
+  if (it == spare_waiters_.end()) it = spare_waiters_.insert(spare_waiters_.end(), lane);
+  // The lanes ahead of this one take the free spares first.
+  if (it - spare_waiters_.begin() >= spare_seqs_.free()) return std::nullopt;
+  auto lease = spare_seqs_.take();
+  if (lease) spare_waiters_.erase(it);
+  return lease;
+}
+
+void InferenceState::forget_spare(const void* lane) { std::erase(spare_waiters_, lane); }
+
 }  // namespace aoi::service

@@ -12,9 +12,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -126,7 +128,12 @@ class InferenceState {
   sched::SeqIdPool& session_seqs() { return session_seqs_; }
   sched::SeqIdPool& pool_seqs() { return pool_seqs_; }
   const sched::SeqIdPool& pool_seqs() const { return pool_seqs_; }
-  sched::SeqIdPool& spare_seqs() { return spare_seqs_; }
+  // A spare sequence for `lane`'s rebuild, when one is free and every lane that asked before it has one: the
+  // spares go in the order they were asked for. (Taken by whichever lane polled first, a freed spare went to
+  // the same few sessions pass after pass, and the others' windows were never rebuilt.) A lane that asked
+  // and no longer needs one (it rebuilds no more, or it ends) says so with forget_spare.
+  std::optional<sched::SeqLease> take_spare(const void* lane);
+  void forget_spare(const void* lane);
   sched::InferenceLoop& loop() { return *loop_; }
   void set_loop(sched::InferenceLoop* loop) { loop_ = loop; }
 
@@ -183,6 +190,7 @@ class InferenceState {
   sched::SeqIdPool session_seqs_;
   sched::SeqIdPool pool_seqs_;
   sched::SeqIdPool spare_seqs_;
+  std::deque<const void*> spare_waiters_;  // lanes waiting for a spare, first come first
   sched::InferenceLoop* loop_ = nullptr;
   Persistence* persistence_;
   std::map<std::string, std::shared_ptr<SessionRuntime>, std::less<>> sessions_;

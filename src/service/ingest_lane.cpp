@@ -11,6 +11,7 @@ IngestLane::IngestLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt
 IngestLane::~IngestLane() {
   if (!batch_.empty() || append_) drop_held(Error::not_ready("ingestion stopped"));
   rt_->arbiter.forget(this);
+  state_.forget_spare(this);
   rt_->ingesting = false;
 }
 
@@ -87,13 +88,14 @@ void IngestLane::start_appends() {
     const size_t n = next_batch_size();
     const auto kind = s.append_kind(std::span(batch_).first(n));
     sched::SeqLease spare;
+    if (kind != session::AppendKind::kRebuild) state_.forget_spare(this);
     if (kind == session::AppendKind::kInPlace) {
       // In place: when it is ingestion's turn on the primary.
       arbiter.want(this, sched::Priority::kStream);
       if (!arbiter.acquire(this)) break;
     } else if (kind == session::AppendKind::kRebuild) {
-      auto lease = state_.spare_seqs().take();
-      if (!lease) break;  // every spare rebuilds another session's window: the next one
+      auto lease = state_.take_spare(this);
+      if (!lease) break;  // every spare rebuilds another session's window, or others asked first
       spare = std::move(*lease);
     }
     std::vector<session::TokenizedRecord> taken(std::make_move_iterator(batch_.begin()),

@@ -234,6 +234,65 @@ TEST(MultiTenant, ManySessionsIngestTogetherAndNoneStarvesBesideQuestions) {
   EXPECT_LT(passes, static_cast<std::uint64_t>(appends) + static_cast<std::uint64_t>(answered.load()) * 5);
 }
 
+// Rebuilds wait for the one spare in the order they asked: with every session's window full and a backlog for
+// each, none waits for more than every other session's rebuild between two of its own. (The spare went to
+// whichever session was polled first: the first sessions rebuilt over and over while the last ones' windows
+// stayed as they were until the first ones' backlogs ran out, in a live server with steady feeds never.)
+TEST(MultiTenant, RebuildsTakeTheSpareInTurn) {
+  AOI_SERVICE(svc, 10 * 3584, 128, 7);  // 7 sessions, 2 completion slots, 1 spare
+  const int n = 6;
+  std::mutex mu;
+  std::vector<std::string> rebuilt;  // who rebuilt, in order
+  for (int i = 0; i < n; ++i) {
+    const std::string id = "s" + std::to_string(i);
+    ASSERT_TRUE(svc->create_session(config(id, 300)).ok());
+    svc->handle(id)->events().subscribe([&, id](const Event& e) {
+      if (e.type != "data_updated" || !e.data.value("rebuilt", false)) return;
+      std::lock_guard lock(mu);
+      rebuilt.push_back(id);
+    });
+  }
+  // Windows filled first, one at a time, then a backlog of several rebuilds for every session at once.
+  for (int i = 0; i < n; ++i) {
+    const std::string id = "s" + std::to_string(i);
+    ASSERT_TRUE(wait_ingested(*svc, id, svc->push_text(id, test::ohlcv_lines(12, 10 * i))->last_seq));
+  }
+  {
+    std::lock_guard lock(mu);
+    rebuilt.clear();
+  }
+  std::vector<std::uint64_t> last(n);
+  for (int i = 0; i < n; ++i) {
+    last[static_cast<size_t>(i)] = svc->push_text("s" + std::to_string(i), test::ohlcv_lines(40, 500 + i))->last_seq;
+  }
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(wait_ingested(*svc, "s" + std::to_string(i), last[static_cast<size_t>(i)]));
+  std::lock_guard lock(mu);
+  std::map<std::string, int> count;
+  for (const auto& id : rebuilt) count[id]++;
+  ASSERT_EQ(static_cast<int>(count.size()), n) << "every session rebuilt its window";
+  // Between two rebuilds of a session (and before its first), the others' at most once each, while it still
+  // had a backlog: until the first session ran out of backlog.
+  size_t busy_until = rebuilt.size();
+  for (const auto& [id, k] : count) {
+    size_t seen = 0;
+    for (size_t j = 0; j < rebuilt.size(); ++j) {
+      if (rebuilt[j] == id && ++seen == static_cast<size_t>(k)) busy_until = std::min(busy_until, j);
+    }
+  }
+  for (const auto& [id, k] : count) {
+    int others = 0;
+    for (size_t j = 0; j < busy_until; ++j) {
+      if (rebuilt[j] == id) {
+        others = 0;
+        continue;
+      }
+      EXPECT_LE(++others, n - 1 + 1) << id << " waited for " << others
+                                     << " rebuilds of others (order of rebuilds: " << ::testing::PrintToString(rebuilt)
+                                     << ")";
+    }
+  }
+}
+
 TEST(Admission, RetentionIsHonouredOrRefusedNeverShrunk) {
   // Six sessions, two completion slots, a spare: nine sequences of 2048 cells.
   AOI_SERVICE(svc, 9 * 2048, 256, 6);
