@@ -3,7 +3,7 @@
 # against the release build, then checks that every accepted record was ingested or counted as dropped, that
 # resident memory and KV cells stayed flat after the warm-up, and that no error event was sent.
 #
-#   scripts/soak.sh [--minutes 10] [--sessions 8] [--rate 100] [--model PATH] [--out FILE]
+#   scripts/soak.sh [--minutes 10] [--sessions 8] [--rate 100] [--ring 256] [--model PATH] [--out FILE.md]
 # The model defaults to the generated test model of the release build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

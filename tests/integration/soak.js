@@ -1,7 +1,7 @@
 // Soak: N sessions fed R records/s each, with a flash question per session and a question every few seconds,
 // for a given time; then the checks. Not a CI test (scripts/soak.sh runs it): it runs for minutes.
 //
-//   node soak.js [--minutes 10] [--sessions 8] [--rate 100] [--model PATH] [--out FILE.md]
+//   node soak.js [--minutes 10] [--sessions 8] [--rate 100] [--ring 256] [--model PATH] [--out FILE.md]
 //
 // Checks, printed with their figures (exit status 1 when one fails):
 //   - every record the server accepted (the sum of its 202 answers) is ingested, dropped or rejected, each
@@ -21,6 +21,7 @@ const { values: opt } = parseArgs({
     minutes: { type: 'string', default: '10' },
     sessions: { type: 'string', default: '8' },
     rate: { type: 'string', default: '100' },
+    ring: { type: 'string', default: '256' },
     model: { type: 'string', default: AOI_MODEL },
     out: { type: 'string' },
   },
@@ -38,7 +39,9 @@ const DRIFT_LIMIT = 0.05;
 const durationMs = MINUTES * 60_000;
 const dataDir = tempDataDir();
 const server = await startServer({
-  model: opt.model, dataDir, args: ['--max-sessions', String(SESSIONS)],
+  // --ring-capacity: what may wait per session. Fed faster than two cores ingest, each session's ring is full
+  // throughout; when the feeds stop, what is in it must still be ingested before the checks.
+  model: opt.model, dataDir, args: ['--max-sessions', String(SESSIONS), '--ring-capacity', opt.ring],
 });
 console.log(`soak: ${SESSIONS} sessions x ${RATE} records/s, a question every ${QUESTION_EVERY_MS / 1000} s per ` +
   `session and one flash question each, for ${MINUTES} min; model ${opt.model}; server ${server.url}`);
@@ -154,20 +157,18 @@ const sampler = sample();
 await Promise.all(ids.flatMap((id, i) => [feed(id, i), ask(id)]));
 
 // The pushes have stopped: every accepted record must now be accounted for.
-const accounting = [];
-for (const id of ids) {
-  let s;
-  for (let waited = 0; ; waited += 500) {
-    s = (await get(server, `/v1/sessions/${id}`)).body;
-    if (s.pending === 0 || waited > 300_000) break;
-    await sleep(500);
-  }
-  const r = s.records;
-  accounting.push({
-    id, accepted: stats.accepted.get(id), pushed: r.pushed, ingested: r.ingested, dropped: r.dropped,
-    rejected: r.rejected, pending: s.pending, version: s.data_version,
-  });
+const DRAIN_MS = 600_000;
+let states = [];
+for (const drainUntil = Date.now() + DRAIN_MS; ;) {
+  states = await Promise.all(ids.map(async (id) => (await get(server, `/v1/sessions/${id}`)).body));
+  if (states.every((s) => s.pending === 0) || Date.now() > drainUntil) break;
+  await sleep(1000);
 }
+console.log(`drained in ${((Date.now() - deadline) / 1000).toFixed(0)} s after the feeds stopped`);
+const accounting = states.map((s) => ({
+  id: s.id, accepted: stats.accepted.get(s.id), pushed: s.records.pushed, ingested: s.records.ingested,
+  dropped: s.records.dropped, rejected: s.records.rejected, pending: s.pending, version: s.data_version,
+}));
 stopping = true;
 await sampler;
 for (const close of stats.closeStreams) close();
@@ -218,7 +219,8 @@ for (const [what, ok] of checks) console.log(`${ok ? 'PASS' : 'FAIL'}  ${what}`)
 if (opt.out) {
   const md = [
     `${SESSIONS} sessions x ${RATE} records/s for ${MINUTES} min, a question every ${QUESTION_EVERY_MS / 1000} s per ` +
-      `session and one flash question each; model \`${opt.model.split('/').pop()}\`; warm-up ${WARMUP_MS / 1000} s.`,
+      `session and one flash question each; model \`${opt.model.split('/').pop()}\`, \`--ring-capacity ${opt.ring}\`; ` +
+      `warm-up ${WARMUP_MS / 1000} s.`,
     '',
     '| session | accepted | ingested | dropped | rejected | pending | data versions |',
     '| --- | --- | --- | --- | --- | --- | --- |',
