@@ -19,6 +19,7 @@
 #include "aoi/server/metrics.h"
 #include "aoi/server/server.h"
 #include "aoi/server/tenants.h"
+#include "http_request.h"
 
 namespace aoi::service {
 class Service;
@@ -30,8 +31,6 @@ namespace aoi::server {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-
-using Request = http::request<http::string_body>;
 
 // Beast (Boost 1.74) speaks boost::string_view.
 inline std::string_view sv(beast::string_view v) { return {v.data(), v.size()}; }
@@ -63,10 +62,6 @@ struct Outcome {
 };
 
 using Handler = std::function<net::awaitable<Outcome>(Call&)>;
-
-// The URL-decoded value of `key` in a query string ("a=1&question=Is%20it"), if present.
-std::optional<std::string> query_param(std::string_view query, std::string_view key);
-std::string url_decode(std::string_view s);
 
 Response json_response(const Request& req, http::status status, const nlohmann::json& body);
 Response error_response(const Request& req, const Error& error);

@@ -7,6 +7,9 @@
 namespace aoi::server {
 
 Result<nlohmann::json> parse_object(std::string_view body) {
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    return Error::malformed("the body is not valid JSON: a NUL byte at byte " + std::to_string(nul));
+  }
   // nlohmann validates UTF-8 inside strings and rejects bytes outside them.
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error::malformed("the body is not valid JSON (or not UTF-8)");
@@ -17,7 +20,9 @@ Result<nlohmann::json> parse_object(std::string_view body) {
 Fields::Fields(const nlohmann::json& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
 
 std::string Fields::path(std::string_view key) const {
-  return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+  // An empty key ({"": 1}, refused as unknown) is written "" so that the error still names a field.
+  const std::string name = key.empty() ? std::string("\"\"") : std::string(key);
+  return prefix_.empty() ? name : prefix_ + "." + name;
 }
 
 const nlohmann::json* Fields::raw(std::string_view key) {

@@ -16,6 +16,9 @@
 namespace aoi::server {
 
 // The body as a JSON object. Errors (400): not JSON, not UTF-8, not an object.
+//
+// nlohmann's parser takes a NUL byte for the end of its input, so that "{}\0anything" would pass as "{}". JSON
+// text holds no NUL byte (a string writes it \u0000): every parser of request bodies refuses one first.
 Result<nlohmann::json> parse_object(std::string_view body);
 
 class Fields {

@@ -58,7 +58,8 @@ class RecordsSax {
     if (wrapped_ && depth_ == 1) {
       skip_value_ = std::find(ignored_.begin(), ignored_.end(), k) != ignored_.end();
       if (skip_value_) return true;
-      if (k != "records") return fail(Error::invalid(k, "unknown field"));
+      // An empty key is written "" so that the error still names a field.
+      if (k != "records") return fail(Error::invalid(k.empty() ? "\"\"" : k, "unknown field"));
       saw_records_ = true;
       return true;
     }
@@ -142,6 +143,10 @@ class RecordsSax {
 }  // namespace
 
 Result<std::vector<RecordInput>> parse_records_json(std::string_view body, std::vector<std::string> ignored_keys) {
+  // nlohmann would stop at a NUL byte as at the end (json_fields.h).
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos) {
+    return Error::malformed("invalid JSON: a NUL byte at byte " + std::to_string(nul));
+  }
   RecordsSax sax(/*wrapped=*/true, 0, std::move(ignored_keys));
   const bool ok = nlohmann::json::sax_parse(body, &sax);
   if (!ok || sax.error) return sax.error.value_or(Error::malformed("the body is not valid JSON"));
@@ -162,6 +167,10 @@ Result<std::vector<RecordInput>> parse_records_ndjson(std::string_view body) {
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) {
       if (end == body.size()) break;
       continue;
+    }
+    if (const size_t nul = line.find('\0'); nul != std::string_view::npos) {
+      return Error::malformed("line " + std::to_string(line_no) + ": invalid JSON: a NUL byte at byte " +
+                              std::to_string(nul));
     }
     RecordsSax sax(/*wrapped=*/false, all.size());
     const bool ok = nlohmann::json::sax_parse(line, &sax);
@@ -185,7 +194,8 @@ Result<std::vector<RecordInput>> parse_records_text(std::string_view body) {
     if (end == std::string_view::npos) end = body.size();
     std::string_view line = body.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.find_first_not_of(" \t") != std::string_view::npos) all.emplace_back(std::string(line));
+    // Blank as SessionHandle::validate sees it ("\r\r\n" too): such a record would fail the whole push.
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) all.emplace_back(std::string(line));
     start = end + 1;
   }
   return all;

@@ -14,7 +14,8 @@ namespace aoi::server {
 Result<std::vector<service::RecordInput>> parse_records_json(std::string_view body,
                                                              std::vector<std::string> ignored_keys = {});
 Result<std::vector<service::RecordInput>> parse_records_ndjson(std::string_view body);
-// One record per line; empty lines are skipped. Errors: the body is not UTF-8.
+// One record per line (without its "\r\n" or "\n"); blank lines (spaces, tabs, carriage returns) are skipped.
+// Errors: the body is not UTF-8.
 Result<std::vector<service::RecordInput>> parse_records_text(std::string_view body);
 
 }  // namespace aoi::server

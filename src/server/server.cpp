@@ -27,6 +27,7 @@
 #include "aoi/server/metrics.h"
 #include "aoi/service/service.h"
 #include "http.h"
+#include "http_request.h"
 #include "sse_stream.h"
 
 namespace aoi::server {
@@ -144,91 +145,6 @@ net::awaitable<bool> SseWriter::comment(std::string_view text) {
   co_return co_await write(": " + std::string(text) + "\n\n");
 }
 
-std::string url_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> query_param(std::string_view query, std::string_view key) {
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    const size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == key) {
-      std::string value = eq == std::string_view::npos ? std::string() : std::string(pair.substr(eq + 1));
-      std::replace(value.begin(), value.end(), '+', ' ');  // form encoding
-      return url_decode(value);
-    }
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  return std::nullopt;
-}
-
-namespace {
-
-std::vector<std::string_view> split_path(std::string_view path) {
-  std::vector<std::string_view> parts;
-  size_t i = 0;
-  while (i < path.size()) {
-    if (path[i] == '/') {
-      ++i;
-      continue;
-    }
-    const size_t j = path.find('/', i);
-    parts.push_back(path.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i));
-    if (j == std::string_view::npos) break;
-    i = j;
-  }
-  return parts;
-}
-
-// Matches "/v1/sessions/{id}" against a path; fills params on success.
-bool match(std::string_view pattern, const std::vector<std::string_view>& path, std::vector<std::string>& params) {
-  const auto parts = split_path(pattern);
-  if (parts.size() != path.size()) return false;
-  std::vector<std::string> found;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i].size() > 2 && parts[i].front() == '{' && parts[i].back() == '}') {
-      found.push_back(url_decode(path[i]));
-    } else if (parts[i] != path[i]) {
-      return false;
-    }
-  }
-  params = std::move(found);
-  return true;
-}
-
-// POST /v1/sessions with a session snapshot for a body (an import).
-bool is_import(const Request& req) {
-  const std::string_view target = sv(req.target());
-  const std::string_view path = target.substr(0, target.find('?'));
-  return req.method() == http::verb::post && (path == "/v1/sessions" || path == "/v1/sessions/") &&
-         sv(req[http::field::content_type]).rfind("application/octet-stream", 0) == 0;
-}
-
-// The key a request presents: "Authorization: Bearer KEY" (OpenAI's clients) or "x-api-key: KEY" (Anthropic's).
-std::string presented_key(const Request& req) {
-  if (const auto auth = req.find(http::field::authorization); auth != req.end()) {
-    const std::string_view v = sv(auth->value());
-    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) return std::string(v.substr(7));
-  }
-  if (const auto key = req.find("x-api-key"); key != req.end()) return std::string(sv(key->value()));
-  return {};
-}
-
-}  // namespace
-
 struct Server::Impl {
   explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(ioc) {
     add_session_routes(routes);
@@ -344,10 +260,8 @@ net::awaitable<void> Server::Impl::reply_and_close(beast::tcp_stream& stream, Re
 }
 
 net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& stream, Labels& labels) {
-  const std::string_view target = sv(req.target());
-  const size_t q = target.find('?');
-  const std::string_view path = target.substr(0, q);
-  const std::string query = q == std::string_view::npos ? std::string() : std::string(target.substr(q + 1));
+  const auto [path, query_view] = split_target(sv(req.target()));
+  const std::string query(query_view);
   const auto parts = split_path(path);
 
   const Route* found = nullptr;
@@ -356,7 +270,7 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   std::vector<std::string> params;
   for (const auto& route : routes) {
     std::vector<std::string> p;
-    if (!match(route.pattern, parts, p)) continue;
+    if (!match_route(route.pattern, parts, p)) continue;
     path_known = true;
     allow += (allow.empty() ? "" : ", ") + std::string(sv(http::to_string(route.method)));
     if (route.method == req.method()) {
@@ -413,13 +327,14 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
   beast::flat_buffer buffer;
   bool first = true;
   for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.body_limit(options.max_body_bytes);
-    parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(options.max_header_bytes, UINT32_MAX)));
+    RequestParser parser;
+    apply_request_limits(parser, options);
     boost::system::error_code ec;
     // A new connection must send its request promptly; a kept-alive one may idle longer.
     stream.expires_after(first ? options.request_timeout : options.idle_timeout);
-    co_await http::async_read_header(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    const std::size_t header_bytes =
+        co_await http::async_read_header(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    if (!ec) ec = check_header_size(header_bytes, options);
     if (!ec && !parser.is_done()) {
       stream.expires_after(options.request_timeout);
       if (is_import(parser.get()) && caller(parser.get()) != nullptr) {
@@ -459,10 +374,7 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
     if (beast::websocket::is_upgrade(req)) {
       Labels labels;
       // Only the session socket route upgrades; dispatch checks auth and readiness first.
-      const std::string_view target = sv(req.target());
-      if (target.rfind("/v1/sessions/", 0) == 0 && target.size() > 16 &&
-          target.substr(target.find('?') == std::string_view::npos ? target.size() - 3 : target.find('?') - 3, 3) ==
-              "/ws") {
+      if (is_socket_target(sv(req.target()))) {
         auto outcome = co_await dispatch(req, stream, labels);
         if (outcome.response) {
           co_await http::async_write(stream, *outcome.response, net::redirect_error(net::use_awaitable, ec));

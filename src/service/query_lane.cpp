@@ -9,10 +9,9 @@ double ms_between(sched::Clock::time_point a, sched::Clock::time_point b) {
 
 }  // namespace
 
-QueryLane::QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, QueryRequest request,
+QueryLane::QueryLane(std::shared_ptr<SessionRuntime> rt, QueryRequest request,
                      std::function<void(std::string_view)> on_text, std::function<void(Result<QueryOutcome>)> done)
-    : state_(state),
-      rt_(std::move(rt)),
+    : rt_(std::move(rt)),
       request_(std::move(request)),
       on_text_(std::move(on_text)),
       reply_(std::move(done)),

@@ -15,8 +15,8 @@ namespace aoi::service {
 
 class QueryLane : public sched::Lane {
  public:
-  QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, QueryRequest request,
-            std::function<void(std::string_view)> on_text, std::function<void(Result<QueryOutcome>)> done);
+  QueryLane(std::shared_ptr<SessionRuntime> rt, QueryRequest request, std::function<void(std::string_view)> on_text,
+            std::function<void(Result<QueryOutcome>)> done);
   ~QueryLane() override;
 
   sched::Priority priority() const override { return sched::Priority::kSession; }
@@ -33,7 +33,6 @@ class QueryLane : public sched::Lane {
  private:
   void complete(Result<QueryOutcome> result);
 
-  InferenceState& state_;
   std::shared_ptr<SessionRuntime> rt_;
   QueryRequest request_;
   std::function<void(std::string_view)> on_text_;

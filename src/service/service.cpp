@@ -534,7 +534,7 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
         if (it == st->sessions().end() || it->second->handle != h) {
           return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
         }
-        st->loop().add(std::make_unique<QueryLane>(*st, it->second, std::move(request), std::move(on_text),
+        st->loop().add(std::make_unique<QueryLane>(it->second, std::move(request), std::move(on_text),
                                                    [reply](Result<QueryOutcome> r) { (*reply)(std::move(r)); }));
       },
       [reply](const Error& e) { (*reply)(e); });

@@ -121,6 +121,14 @@ test(`a header over --max-header-bytes (${MAX_HEADER_BYTES}): 431 too_large nami
   assert.equal(body.error.field, 'headers');
   // Just under it is fine.
   expectStatus(await get(ctx.server, '/v1/sessions', { headers: { 'x-big': 'b'.repeat(MAX_HEADER_BYTES / 2) } }), 200);
+  // The limit is on the whole header: a request line and a field each under it, together over it.
+  const split = await connectRaw(ctx.server);
+  const splitReading = readRaw(split, { until: completeResponse });
+  const pad = 'p'.repeat(MAX_HEADER_BYTES * 0.6);
+  split.write(`GET /v1/sessions?pad=${pad} HTTP/1.1\r\nHost: x\r\n${authLine(ctx.server)}X-Big: ${pad}\r\n\r\n`);
+  const splitReply = parseRawResponse(await splitReading);
+  split.destroy();
+  assert.equal(splitReply.status, 431, splitReply.body);
   await expectAlive(ctx.server);
 });
 

@@ -1,0 +1,123 @@
+#include "completion_json.h"
+
+#include <random>
+
+#include "json_fields.h"
+
+namespace aoi::server {
+namespace {
+
+using nlohmann::json;
+
+// Message content: a string, or an array of text parts ([{"type": "text", "text": ...}]).
+Result<std::string> content_text(const json& content, const std::string& field) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return Error::invalid(field, "must be a string or an array of text parts");
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string pf = field + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      return Error::invalid(pf, "only text parts are supported");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+Result<std::vector<engine::ChatMessage>> chat_messages(const json* messages, bool anthropic) {
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return Error::invalid("messages", "a non-empty array of messages is needed");
+  }
+  std::vector<engine::ChatMessage> out;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Error::invalid(field, "must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) return Error::invalid(field + ".role", "must be a string");
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer" && !anthropic) role = "system";
+    const bool allowed = role == "user" || role == "assistant" || (!anthropic && role == "system");
+    if (!allowed) return Error::invalid(field + ".role", "unsupported role \"" + role + "\"");
+    if (!m.contains("content") || m["content"].is_null()) return Error::invalid(field + ".content", "is required");
+    auto text = content_text(m["content"], field + ".content");
+    if (!text) return text.error();
+    out.push_back({role, std::move(text).value()});
+  }
+  return out;
+}
+
+// Sampling fields shared by both APIs.
+Status read_sampling(Fields& f, engine::GenerationParams& g, bool anthropic) {
+  auto temperature = f.number("temperature", 0.0, anthropic ? 1.0 : 2.0);
+  if (!temperature) return temperature.error();
+  g.sampling.temperature = static_cast<float>(temperature->value_or(1.0));
+  auto top_p = f.number("top_p", 0.0, 1.0);
+  if (!top_p) return top_p.error();
+  g.sampling.top_p = static_cast<float>(top_p->value_or(1.0));
+  auto top_k = f.integer("top_k", 0, 1 << 20);
+  if (!top_k) return top_k.error();
+  g.sampling.top_k = static_cast<int>(top_k->value_or(0));
+  auto seed = f.integer("seed", INT64_MIN, INT64_MAX);
+  if (!seed) return seed.error();
+  g.sampling.seed = *seed ? static_cast<std::uint32_t>(**seed) : std::random_device{}();
+  auto stop = f.strings(anthropic ? "stop_sequences" : "stop", 16);
+  if (!stop) return stop.error();
+  g.stop = *stop;
+  return {};
+}
+
+}  // namespace
+
+Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool& stream, bool& include_usage) {
+  Fields f(body);
+  service::GenerateRequest req;
+  if (chat) {
+    auto messages = chat_messages(f.raw("messages"), false);
+    if (!messages) return messages.error();
+    req.messages = std::move(messages).value();
+  } else {
+    const json* prompt = f.raw("prompt");
+    if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string())
+      prompt = &(*prompt)[0];
+    if (prompt == nullptr || !prompt->is_string()) return Error::invalid("prompt", "must be a string");
+    req.prompt = prompt->get<std::string>();
+  }
+  const bool new_name = chat && body.contains("max_completion_tokens");
+  auto max_tokens = f.integer(new_name ? "max_completion_tokens" : "max_tokens", 0, 1 << 20);
+  if (!max_tokens) return max_tokens.error();
+  req.generation.max_tokens = static_cast<int>(max_tokens->value_or(chat ? (1 << 20) : 16));
+  if (Status st = read_sampling(f, req.generation, false); !st) return st.error();
+  if (auto n = f.integer("n", 1, 1); !n) return Error::invalid("n", "only n = 1 is supported");
+  auto streamed = f.boolean("stream");
+  if (!streamed) return streamed.error();
+  stream = streamed->value_or(false);
+  auto opts = f.object("stream_options");
+  if (!opts) return opts.error();
+  include_usage = *opts && (**opts).value("include_usage", false);
+  return req;
+}
+
+Result<service::GenerateRequest> parse_anthropic(const json& body, bool& stream) {
+  Fields f(body);
+  service::GenerateRequest req;
+  auto msgs = chat_messages(f.raw("messages"), true);
+  if (!msgs) return msgs.error();
+  if (const json* system = f.raw("system")) {
+    auto text = content_text(*system, "system");
+    if (!text) return text.error();
+    req.messages.push_back({"system", std::move(text).value()});
+  }
+  for (auto& m : *msgs) req.messages.push_back(std::move(m));
+  auto max_tokens = f.integer("max_tokens", 1, 1 << 20);
+  if (!max_tokens) return max_tokens.error();
+  if (!*max_tokens) return Error::invalid("max_tokens", "is required");
+  req.generation.max_tokens = static_cast<int>(**max_tokens);
+  if (Status st = read_sampling(f, req.generation, true); !st) return st.error();
+  auto streamed = f.boolean("stream");
+  if (!streamed) return streamed.error();
+  stream = streamed->value_or(false);
+  return req;
+}
+
+}  // namespace aoi::server
