@@ -66,4 +66,9 @@ if(AOI_SANITIZE_THREAD)
   add_link_options(-fsanitize=thread)
 endif()
 
+if(AOI_FUZZ)
+  # The fuzz targets only tokenize; Clang's OpenMP runtime is one package fewer to install.
+  set(GGML_OPENMP OFF)
+endif()
+
 add_subdirectory("${AOI_LLAMA_DIR}" "${CMAKE_BINARY_DIR}/llama.cpp" EXCLUDE_FROM_ALL SYSTEM)

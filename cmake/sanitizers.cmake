@@ -7,6 +7,9 @@
 if(AOI_SANITIZE_ADDRESS AND AOI_SANITIZE_THREAD)
   message(FATAL_ERROR "AOI_SANITIZE_ADDRESS and AOI_SANITIZE_THREAD are exclusive")
 endif()
+if(AOI_FUZZ AND (AOI_SANITIZE_ADDRESS OR AOI_SANITIZE_THREAD))
+  message(FATAL_ERROR "AOI_FUZZ brings its own sanitizers: build it without AOI_SANITIZE_ADDRESS/THREAD")
+endif()
 # -O2 -g after the build type's -O3: readable stacks at a bearable speed. Two of GCC 12's flow-based warnings
 # misfire on instrumented code: -Wmismatched-new-delete on Asio's coroutine frames (ASan checks every
 # allocation's deallocation at run time instead) and -Wmaybe-uninitialized in Beast's parser; the release
@@ -22,4 +25,13 @@ if(AOI_SANITIZE_THREAD)
   # that only a fence orders would be reported, failing a test, never hidden.
   target_compile_options(aoi_own_code INTERFACE -fsanitize=thread ${aoi_sanitizer_common} -Wno-tsan)
   target_link_options(aoi_own_code INTERFACE -fsanitize=thread)
+endif()
+if(AOI_FUZZ)
+  # libFuzzer's coverage instrumentation on aoi's code only (llama.cpp is not what is fuzzed); each fuzz target
+  # links the fuzzer's main itself (-fsanitize=fuzzer, tests/fuzz). Clang knows neither of GCC's warnings above.
+  # Clang 14's -fsanitize=function (part of "undefined") cannot place its prologue data in the split parts of a
+  # coroutine ("error: Cannot represent a difference across sections" on the server's files): left out.
+  target_compile_options(aoi_own_code INTERFACE -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=function
+                                                -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O2 -g)
+  target_link_options(aoi_own_code INTERFACE -fsanitize=address,undefined)
 endif()

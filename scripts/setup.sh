@@ -25,10 +25,12 @@ packages=(
 )
 # Tests and benchmarks only: GoogleTest (tests/unit), Google Benchmark (bench/ring, bench/render), gnuplot (the
 # streaming benchmark's plot), promtool (tests/integration/operations.test.js checks /metrics with it),
-# chromium (headless browser tests).
+# chromium (headless browser tests), clang with its libFuzzer and sanitizer runtimes (scripts/fuzz.sh; the
+# runtimes are only recommended by clang, and recommendations are not installed here).
 test_packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   gnuplot-nox prometheus chromium
+  clang libclang-rt-dev
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

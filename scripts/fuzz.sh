@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz) with Clang in build-fuzz and runs each for a while, one after the
+# other (each on one core).
+#   scripts/fuzz.sh [--seconds N | --runs N] [target...]     default: 60 seconds each, every target
+# Targets: fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_renderer fuzz_http_request.
+# Environment:
+#   AOI_FUZZ_DIR    the build directory (default build-fuzz)
+#   AOI_FUZZ_MODEL  the model fuzz_record_renderer tokenizes with (default build/models/test-micro.gguf, which the
+#                   release build's tests generate)
+#   AOI_JOBS        compile jobs (default: the number of cores)
+# New corpus entries stay in $AOI_FUZZ_DIR/fuzz/corpus/<target>/ (the seeds in tests/fuzz/corpus/ are only read);
+# an input that breaks a target is saved in $AOI_FUZZ_DIR/fuzz/artifacts/<target>/: fix the bug and add the input
+# to tests/fuzz/regressions/<target>/ (ctest -L fuzz replays both folders). Logs: $AOI_FUZZ_DIR/fuzz/logs/.
+# Exit status: 0 when no target found anything.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+all_targets=(fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_renderer fuzz_http_request)
+
+usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; }
+
+seconds=60
+runs=""
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=${2:?--seconds needs a number}; runs=""; shift 2 ;;
+    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    -*) usage >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+[ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
+for t in "${targets[@]}"; do
+  case " ${all_targets[*]} " in
+    *" $t "*) ;;
+    *) echo "fuzz: unknown target $t (one of: ${all_targets[*]})" >&2; exit 2 ;;
+  esac
+done
+
+if ! command -v clang++ >/dev/null 2>&1; then
+  echo "fuzz: clang++ not found (scripts/setup.sh --tests installs clang and its libFuzzer runtime)" >&2
+  exit 1
+fi
+dir=${AOI_FUZZ_DIR:-$root/build-fuzz}
+model=${AOI_FUZZ_MODEL:-$root/build/models/test-micro.gguf}
+jobs=${AOI_JOBS:-$(nproc)}
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+CC=clang CXX=clang++ cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DAOI_WERROR=ON -DAOI_FUZZ=ON \
+  -DAOI_BUILD_BENCH=OFF -DAOI_FUZZ_MODEL="$model" "${launcher[@]}" >/dev/null
+cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
+
+work=$dir/fuzz
+mkdir -p "$work/logs"
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  corpus=$work/corpus/$t
+  artifacts=$work/artifacts/$t
+  log=$work/logs/$t.log
+  mkdir -p "$corpus" "$artifacts"
+  args=(-print_final_stats=1 -timeout=60 "-artifact_prefix=$artifacts/")
+  if [ -n "$runs" ]; then args+=("-runs=$runs"); else args+=("-max_total_time=$seconds"); fi
+  [ -f "$root/tests/fuzz/$t.dict" ] && args+=("-dict=$root/tests/fuzz/$t.dict")
+  seeds=()
+  for d in "$root/tests/fuzz/corpus/$t" "$root/tests/fuzz/regressions/$t"; do [ -d "$d" ] && seeds+=("$d"); done
+  if [ "$t" = fuzz_record_renderer ]; then
+    if [ ! -f "$model" ]; then
+      echo "fuzz: $t needs a model: $model is missing (set AOI_FUZZ_MODEL, or generate the test models with" \
+        "scripts/test.sh)" >&2
+      summary+=("$(printf '%-22s %14s %10s %8s %8s  %s' "$t" - - - - "FAILED: no model")")
+      status=1
+      continue
+    fi
+    export AOI_FUZZ_MODEL=$model
+  fi
+  echo "fuzz: $t (${runs:+$runs runs}${runs:-$seconds s}), log $log"
+  start=$(date +%s)
+  rc=0
+  "$dir/tests/fuzz/$t" "${args[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
+  elapsed=$(($(date +%s) - start))
+  executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  [ -n "$executed" ] || executed=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  added=$(sed -n 's/^stat::new_units_added: *//p' "$log" | tail -1)
+  if [ "$rc" -eq 0 ]; then
+    result="nothing found"
+  else
+    status=1
+    artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
+    result="FOUND (exit $rc): ${artifact:-see $log}"
+    grep -m1 -E 'invariant broken|ERROR: (AddressSanitizer|libFuzzer)|runtime error' "$log" >&2 || true
+  fi
+  summary+=("$(printf '%-22s %14s %10s %8s %8s  %s' "$t" "${executed:-?}" "${rate:-?}" "${added:-?}" "${elapsed}s" \
+    "$result")")
+done
+
+printf '\n%-22s %14s %10s %8s %8s  %s\n' target executions exec/s new time result
+printf '%s\n' "${summary[@]}"
+exit "$status"
