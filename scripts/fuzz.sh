@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) with Clang in build-fuzz and runs each for a while, one after the
 # other (each on one core).
-#   scripts/fuzz.sh [--seconds N | --runs N] [target...]     default: 60 seconds each, every target
+#   scripts/fuzz.sh [--seconds N | --runs N] [--out FILE.md] [target...]     default: 60 seconds each, every target
+# --out writes the summary as a markdown table (for docs/benchmarks.md, through bench/update_docs.py).
 # Targets: fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_renderer fuzz_http_request.
 # Environment:
 #   AOI_FUZZ_DIR    the build directory (default build-fuzz)
@@ -20,11 +21,13 @@ usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; }
 
 seconds=60
 runs=""
+out=""
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=${2:?--seconds needs a number}; runs=""; shift 2 ;;
     --runs) runs=${2:?--runs needs a number}; shift 2 ;;
+    --out) out=${2:?--out needs a file}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     -*) usage >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
@@ -51,13 +54,14 @@ if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 CC=clang CXX=clang++ cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DAOI_WERROR=ON -DAOI_FUZZ=ON \
-  -DAOI_BUILD_BENCH=OFF -DAOI_FUZZ_MODEL="$model" "${launcher[@]}" >/dev/null
+  -DAOI_BUILD_BENCH=OFF -DAOI_BUILD_TESTS=OFF -DAOI_FUZZ_MODEL="$model" "${launcher[@]}" >/dev/null
 cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
 
 work=$dir/fuzz
 mkdir -p "$work/logs"
 status=0
 summary=()
+markdown=()
 for t in "${targets[@]}"; do
   corpus=$work/corpus/$t
   artifacts=$work/artifacts/$t
@@ -97,8 +101,20 @@ for t in "${targets[@]}"; do
   fi
   summary+=("$(printf '%-22s %14s %10s %8s %8s  %s' "$t" "${executed:-?}" "${rate:-?}" "${added:-?}" "${elapsed}s" \
     "$result")")
+  kept=0
+  [ -d "$root/tests/fuzz/regressions/$t" ] && kept=$(find "$root/tests/fuzz/regressions/$t" -type f | wc -l)
+  markdown+=("| \`$t\` | ${executed:-?} | ${rate:-?} | ${elapsed} | $kept | $result |")
 done
 
 printf '\n%-22s %14s %10s %8s %8s  %s\n' target executions exec/s new time result
 printf '%s\n' "${summary[@]}"
+if [ -n "$out" ]; then
+  {
+    echo "$(clang++ --version | head -1), -fsanitize=fuzzer,address,undefined, each target on one core."
+    echo
+    echo "| target | executions | exec/s | seconds | kept | result |"
+    echo "|---|---:|---:|---:|---:|---|"
+    printf '%s\n' "${markdown[@]}"
+  } >"$out"
+fi
 exit "$status"

@@ -2,7 +2,8 @@
 # Runs every test. Installs what is missing, builds with warnings as errors, runs CTest (unit and integration
 # suites), runs the streaming benchmark's quick preset as a smoke test; then rebuilds aoi with AddressSanitizer +
 # UndefinedBehaviorSanitizer (llama.cpp's objects from the compiler cache) and with ThreadSanitizer (llama.cpp
-# instrumented too), each in its own build directory, and runs the suites each is for.
+# instrumented too), each in its own build directory, and runs the suites each is for; last, builds the libFuzzer
+# targets with Clang and runs each briefly (scripts/fuzz.sh runs them longer).
 #
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    the release build's tests only
@@ -37,5 +38,9 @@ scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF \
   -DAOI_TEST_MODELS_FROM="$models"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L threads
+
+echo "== fuzz targets (Clang, libFuzzer): every seed and past breaker replayed, then 20 s of fuzzing each"
+AOI_FUZZ_MODEL="$models/test-micro.gguf" scripts/fuzz.sh --seconds 20
+ctest --test-dir build-fuzz --output-on-failure -L fuzz
 
 echo "== all tests passed"

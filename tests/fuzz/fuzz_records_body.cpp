@@ -5,7 +5,8 @@
 //   names are distinct, and a text record is one line that SessionHandle::validate does not refuse as empty;
 // - the parsers agree: a JSON body accepted is accepted the same by the WebSocket frame reader (which only
 //   also skips "op" and "ref"), NDJSON lines give the records of the same values in a JSON array, text lines
-//   one record per non-blank line, and valid_utf8 agrees with Unicode's table of well-formed sequences.
+//   one record per non-blank line, and is_valid_utf8 agrees with Unicode's table of well-formed sequences;
+// - repair_utf8 and complete_utf8_prefix (what answers go through) keep their promises.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "aoi/common/utf8.h"
 #include "fuzz_check.h"
 #include "fuzz_text.h"
 #include "records_body.h"
@@ -26,7 +28,6 @@ using aoi::fuzz::json_number;
 using aoi::fuzz::well_formed_utf8;
 using aoi::ingest::NumberText;
 using aoi::ingest::Record;
-using aoi::server::valid_utf8;
 using aoi::service::RecordInput;
 using Records = std::vector<RecordInput>;
 
@@ -79,16 +80,16 @@ void check_records(const Result<Records>& parsed, std::string_view body, const c
   }
   for (const RecordInput& r : *parsed) {
     if (const auto* text = std::get_if<std::string>(&r)) {
-      FUZZ_CHECK(valid_utf8(*text), where + ": record " + escaped(*text) + " is not UTF-8");
+      FUZZ_CHECK(aoi::is_valid_utf8(*text), where + ": record " + escaped(*text) + " is not UTF-8");
       continue;
     }
     const auto& fields = std::get<Record>(r).fields();
     for (size_t i = 0; i < fields.size(); ++i) {
       const auto& [name, value] = fields[i];
-      FUZZ_CHECK(valid_utf8(name), where + ": field name " + escaped(name) + " is not UTF-8");
+      FUZZ_CHECK(aoi::is_valid_utf8(name), where + ": field name " + escaped(name) + " is not UTF-8");
       for (size_t k = 0; k < i; ++k) FUZZ_CHECK(fields[k].first != name, where + ": field " + escaped(name) + " twice");
       if (const auto* s = std::get_if<std::string>(&value)) {
-        FUZZ_CHECK(valid_utf8(*s), where + ": value " + escaped(*s) + " is not UTF-8");
+        FUZZ_CHECK(aoi::is_valid_utf8(*s), where + ": value " + escaped(*s) + " is not UTF-8");
       } else if (const auto* n = std::get_if<NumberText>(&value)) {
         FUZZ_CHECK(json_number(n->lexeme), where + ": number " + escaped(n->lexeme) + " is not a JSON number");
       } else {
@@ -119,8 +120,17 @@ std::vector<std::string_view> ndjson_lines(std::string_view body) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
 
-  FUZZ_CHECK(valid_utf8(body) == well_formed_utf8(body),
-             "valid_utf8 disagrees with Unicode's table on " + escaped(body));
+  FUZZ_CHECK(aoi::is_valid_utf8(body) == well_formed_utf8(body),
+             "is_valid_utf8 disagrees with Unicode's table on " + escaped(body));
+  // Answers: repaired text is UTF-8 and keeps well-formed text as it is; a complete prefix never ends inside a
+  // character and leaves at most a character's first three bytes out.
+  const std::string repaired = aoi::repair_utf8(body);
+  FUZZ_CHECK(well_formed_utf8(repaired), "repair_utf8 gave bytes that are not UTF-8 for " + escaped(body));
+  if (well_formed_utf8(body)) FUZZ_CHECK(repaired == body, "repair_utf8 changed UTF-8 text " + escaped(body));
+  const size_t prefix = aoi::complete_utf8_prefix(body);
+  FUZZ_CHECK(prefix <= body.size() && body.size() - prefix <= 3,
+             "complete_utf8_prefix left " + std::to_string(body.size() - prefix) + " bytes of " + escaped(body));
+  if (well_formed_utf8(body)) FUZZ_CHECK(prefix == body.size(), "complete_utf8_prefix cut UTF-8 " + escaped(body));
 
   const auto json = aoi::server::parse_records_json(body);
   check_records(json, body, "parse_records_json");
@@ -153,7 +163,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const auto text = aoi::server::parse_records_text(body);
   check_records(text, body, "parse_records_text");
-  FUZZ_CHECK(text.ok() == valid_utf8(body), "parse_records_text accepts exactly UTF-8 text: " + escaped(body));
+  FUZZ_CHECK(text.ok() == aoi::is_valid_utf8(body), "parse_records_text accepts exactly UTF-8 text: " + escaped(body));
   if (text) {
     size_t n_lines = 0;
     for (size_t start = 0; start < body.size();) {
