@@ -82,7 +82,8 @@ for t in "${targets[@]}"; do
     fi
     export AOI_FUZZ_MODEL=$model
   fi
-  echo "fuzz: $t (${runs:+$runs runs}${runs:-$seconds s}), log $log"
+  if [ -n "$runs" ]; then budget="$runs runs"; else budget="$seconds s"; fi
+  echo "fuzz: $t ($budget), log $log"
   start=$(date +%s)
   rc=0
   "$dir/tests/fuzz/$t" "${args[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
