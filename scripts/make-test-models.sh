@@ -2,6 +2,8 @@
 # Writes the models the tests use into DIR (skipping those already there and up to date):
 #   test-micro.gguf   generated, F16 (so that batch-shape noise stays ~0.01 logits), Llama 3 tokenizer
 #   test-micro-no-chat-template.gguf   the same weights and tokenizer without a chat template (the fallback)
+#   family-<name>.gguf  test-micro's size in each other model family (mistral qwen2 qwen3 phi3 gemma2 gemma3),
+#                       F16, with the family's tokenizer; Gemma 3's with six layers (five sliding-window, one full)
 #   stories260K.gguf  the real tiny model from shared/models, converted with llama.cpp's converter
 # usage: make-test-models.sh DIR GEN_MODEL CONVERTER SHARED_MODELS_DIR
 set -euo pipefail
@@ -13,6 +15,13 @@ fresh() { [ -f "$1" ] && [ "$1" -nt "$2" ]; }
 fresh "$dir/test-micro.gguf" "$gen" || "$gen" --shape test-micro --type f16 -o "$dir/test-micro.gguf"
 fresh "$dir/test-micro-no-chat-template.gguf" "$gen" ||
   "$gen" --shape test-micro --type f16 --no-chat-template -o "$dir/test-micro-no-chat-template.gguf"
+
+for family in mistral qwen2 qwen3 phi3 gemma2 gemma3; do
+  layers=()
+  [ "$family" = gemma3 ] && layers=(--n-layer 6)
+  fresh "$dir/family-$family.gguf" "$gen" ||
+    "$gen" --family "$family" --shape test-micro "${layers[@]}" --type f16 -o "$dir/family-$family.gguf"
+done
 
 src="$shared/stories260K"
 if [ -f "$src/stories260K.bin" ] && [ -f "$src/tok512.bin" ]; then

@@ -1,6 +1,7 @@
-// aoi-gen-model: writes a Llama-architecture GGUF with deterministic random weights for a named shape or
-// explicit dimensions, with the tokenizer of one of llama.cpp's vocab-only files (Llama 3's by default).
-// The same arguments always give the same file.
+// aoi-gen-model: writes a GGUF with deterministic random weights for a named shape or explicit dimensions, in
+// one of the model families users run with llama.cpp (Llama by default; Mistral, Qwen2, Qwen3, Phi-3, Gemma 2
+// and 3), with the tokenizer of that family's vocab-only file from llama.cpp. The same arguments always give
+// the same file.
 
 #include <CLI/CLI.hpp>
 
@@ -13,12 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include "families.h"
 #include "ggml.h"
 #include "gguf.h"
 #include "shapes.h"
 
 namespace {
 
+using aoi::tools::FamilyInfo;
 using aoi::tools::ModelShape;
 
 // A compact Llama 3 chat template; llama.cpp recognises it by its header tokens.
@@ -83,15 +86,9 @@ std::vector<std::uint8_t> make_tensor(const TensorSpec& t, std::uint64_t seed) {
       }
       std::uint8_t* dst = data.data() + static_cast<size_t>(r0) * row_bytes;
       switch (t.type) {
-        case GGML_TYPE_F32:
-          std::memcpy(dst, rows.data(), n * sizeof(float));
-          break;
-        case GGML_TYPE_F16:
-          ggml_fp32_to_fp16_row(rows.data(), reinterpret_cast<ggml_fp16_t*>(dst), n);
-          break;
-        default:
-          ggml_quantize_chunk(t.type, rows.data(), dst, 0, nr, t.ne0, nullptr);
-          break;
+        case GGML_TYPE_F32: std::memcpy(dst, rows.data(), n * sizeof(float)); break;
+        case GGML_TYPE_F16: ggml_fp32_to_fp16_row(rows.data(), reinterpret_cast<ggml_fp16_t*>(dst), n); break;
+        default: ggml_quantize_chunk(t.type, rows.data(), dst, 0, nr, t.ne0, nullptr); break;
       }
     }
   };
@@ -103,6 +100,56 @@ std::vector<std::uint8_t> make_tensor(const TensorSpec& t, std::uint64_t seed) {
   }
   for (auto& th : threads) th.join();
   return data;
+}
+
+// The tensors of one family's model, in llama.cpp's names. Weights ~ N(0, 1/fan_in); embeddings ~ N(0, 1) so
+// that logits spread over several units and greedy choices are rarely near-ties; norms are ones.
+std::vector<TensorSpec> tensor_specs(const FamilyInfo& family, const ModelShape& shape, std::int64_t n_vocab,
+                                     ggml_type wtype) {
+  std::vector<TensorSpec> specs;
+  const std::int64_t head_dim = shape.n_embd / shape.n_head;
+  const std::int64_t E = shape.n_embd, F = shape.n_ff, Q = shape.n_head * head_dim, KV = shape.n_head_kv * head_dim;
+  const auto inv_sqrt = [](std::int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  const auto norm = [&](const std::string& name, std::int64_t n) {
+    specs.push_back({name, n, 1, GGML_TYPE_F32, 0.0f});
+  };
+  specs.push_back({"token_embd.weight", E, n_vocab, wtype, 1.0f});
+  norm("output_norm.weight", E);
+  // Gemma ties its output to the embeddings; Phi-3 always has its own.
+  const bool own_output = family.own_output || (!shape.tied_embeddings && family.swa_pattern == 0);
+  if (own_output) specs.push_back({"output.weight", E, n_vocab, wtype, 1.0f});
+  for (int l = 0; l < shape.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    norm(p + "attn_norm.weight", E);
+    if (family.fused_qkv) {
+      specs.push_back({p + "attn_qkv.weight", E, Q + 2 * KV, wtype, inv_sqrt(E)});
+    } else {
+      specs.push_back({p + "attn_q.weight", E, Q, wtype, inv_sqrt(E)});
+      specs.push_back({p + "attn_k.weight", E, KV, wtype, inv_sqrt(E)});
+      specs.push_back({p + "attn_v.weight", E, KV, wtype, inv_sqrt(E)});
+    }
+    if (family.qkv_bias) {
+      specs.push_back({p + "attn_q.bias", Q, 1, GGML_TYPE_F32, 0.1f});
+      specs.push_back({p + "attn_k.bias", KV, 1, GGML_TYPE_F32, 0.1f});
+      specs.push_back({p + "attn_v.bias", KV, 1, GGML_TYPE_F32, 0.1f});
+    }
+    if (family.qk_norm) {
+      norm(p + "attn_q_norm.weight", head_dim);
+      norm(p + "attn_k_norm.weight", head_dim);
+    }
+    specs.push_back({p + "attn_output.weight", Q, E, wtype, inv_sqrt(Q)});
+    if (family.post_norms) norm(p + "post_attention_norm.weight", E);
+    norm(p + "ffn_norm.weight", E);
+    if (family.fused_qkv) {
+      specs.push_back({p + "ffn_up.weight", E, 2 * F, wtype, inv_sqrt(E)});  // gate and up, one after the other
+    } else {
+      specs.push_back({p + "ffn_gate.weight", E, F, wtype, inv_sqrt(E)});
+      specs.push_back({p + "ffn_up.weight", E, F, wtype, inv_sqrt(E)});
+    }
+    specs.push_back({p + "ffn_down.weight", F, E, wtype, inv_sqrt(F)});
+    if (family.post_norms) norm(p + "post_ffw_norm.weight", E);
+  }
+  return specs;
 }
 
 bool vocab_has_token(const gguf_context* vocab, const char* text) {
@@ -118,17 +165,25 @@ bool vocab_has_token(const gguf_context* vocab, const char* text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Write a Llama-architecture GGUF with deterministic random weights"};
+  CLI::App app{"Write a GGUF of a popular model family with deterministic random weights"};
   std::string shape_name = "test-micro";
+  std::string family_name = "llama";
   std::string out_path;
-  std::string vocab_path = AOI_DEFAULT_VOCAB;
+  std::string vocab_path;
+  int sliding_window = 0;
   std::string type_name = "q8_0";
   std::uint64_t seed = 42;
   bool no_chat_template = false;
   ModelShape custom;
   app.add_option("-s,--shape", shape_name, "named shape")->check(CLI::IsMember(aoi::tools::shape_names()));
+  app.add_option("-f,--family", family_name, "model family (architecture, tensors, tokenizer)")
+      ->check(CLI::IsMember(aoi::tools::family_names()))
+      ->capture_default_str();
   app.add_option("-o,--output", out_path, "output GGUF file")->required();
-  app.add_option("--vocab", vocab_path, "vocab-only GGUF to copy the tokenizer from");
+  app.add_option("--vocab", vocab_path, "vocab-only GGUF to copy the tokenizer from (default: the family's)");
+  app.add_option("--sliding-window", sliding_window,
+                 "Gemma: the sliding window of its SWA layers (default: Gemma 2's 4096, Gemma 3's 1024)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("-t,--type", type_name, "weight type")->check(CLI::IsMember({"f16", "q8_0"}));
   app.add_option("--seed", seed, "weights seed");
   app.add_flag("--no-chat-template", no_chat_template,
@@ -141,6 +196,9 @@ int main(int argc, char** argv) {
   app.add_option("--n-ctx", custom.n_ctx_train, "override: trained context length");
   CLI11_PARSE(app, argc, argv);
 
+  const FamilyInfo family = *aoi::tools::find_family(family_name);
+  if (vocab_path.empty()) vocab_path = std::string(AOI_VOCAB_DIR) + "/" + family.vocab;
+  if (sliding_window == 0) sliding_window = family.family == aoi::tools::Family::kGemma2 ? 4096 : 1024;
   ModelShape shape = *aoi::tools::find_shape(shape_name);
   if (custom.n_embd) shape.n_embd = custom.n_embd;
   if (custom.n_layer) shape.n_layer = custom.n_layer;
@@ -176,46 +234,47 @@ int main(int argc, char** argv) {
     const std::string key = gguf_get_key(out, i);
     if (key.rfind("tokenizer.", 0) != 0) gguf_remove_key(out, key.c_str());
   }
-  gguf_set_val_str(out, "general.architecture", "llama");
-  gguf_set_val_str(out, "general.name", ("aoi generated " + shape.name).c_str());
+  const std::string arch = family.arch;
+  const auto key = [&arch](const char* suffix) { return arch + "." + suffix; };
+  gguf_set_val_str(out, "general.architecture", arch.c_str());
+  // A Llama file is what earlier versions wrote, byte for byte (its fingerprint names the model sessions on disk).
+  const bool llama = family.family == aoi::tools::Family::kLlama;
+  gguf_set_val_str(out, "general.name",
+                   ("aoi generated " + (llama ? shape.name : family.name + " " + shape.name)).c_str());
   gguf_set_val_u32(out, "general.file_type", wtype == GGML_TYPE_F16 ? 1 : 7);
-  gguf_set_val_u32(out, "llama.context_length", static_cast<std::uint32_t>(shape.n_ctx_train));
-  gguf_set_val_u32(out, "llama.embedding_length", static_cast<std::uint32_t>(shape.n_embd));
-  gguf_set_val_u32(out, "llama.block_count", static_cast<std::uint32_t>(shape.n_layer));
-  gguf_set_val_u32(out, "llama.feed_forward_length", static_cast<std::uint32_t>(shape.n_ff));
-  gguf_set_val_u32(out, "llama.attention.head_count", static_cast<std::uint32_t>(shape.n_head));
-  gguf_set_val_u32(out, "llama.attention.head_count_kv", static_cast<std::uint32_t>(shape.n_head_kv));
-  gguf_set_val_u32(out, "llama.rope.dimension_count", static_cast<std::uint32_t>(head_dim));
-  gguf_set_val_u32(out, "llama.vocab_size", static_cast<std::uint32_t>(n_vocab));
-  gguf_set_val_f32(out, "llama.rope.freq_base", shape.rope_theta);
-  gguf_set_val_f32(out, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  gguf_set_val_u32(out, key("context_length").c_str(), static_cast<std::uint32_t>(shape.n_ctx_train));
+  gguf_set_val_u32(out, key("embedding_length").c_str(), static_cast<std::uint32_t>(shape.n_embd));
+  gguf_set_val_u32(out, key("block_count").c_str(), static_cast<std::uint32_t>(shape.n_layer));
+  gguf_set_val_u32(out, key("feed_forward_length").c_str(), static_cast<std::uint32_t>(shape.n_ff));
+  gguf_set_val_u32(out, key("attention.head_count").c_str(), static_cast<std::uint32_t>(shape.n_head));
+  gguf_set_val_u32(out, key("attention.head_count_kv").c_str(), static_cast<std::uint32_t>(shape.n_head_kv));
+  gguf_set_val_u32(out, key("rope.dimension_count").c_str(), static_cast<std::uint32_t>(head_dim));
+  gguf_set_val_u32(out, key("vocab_size").c_str(), static_cast<std::uint32_t>(n_vocab));
+  // A named shape's own RoPE base for Llama (they are Llama shapes); the family's otherwise.
+  gguf_set_val_f32(out, key("rope.freq_base").c_str(), llama ? shape.rope_theta : family.rope_theta);
+  gguf_set_val_f32(out, key("attention.layer_norm_rms_epsilon").c_str(), 1e-5f);
+  if (!llama) {
+    gguf_set_val_u32(out, key("attention.key_length").c_str(), static_cast<std::uint32_t>(head_dim));
+    gguf_set_val_u32(out, key("attention.value_length").c_str(), static_cast<std::uint32_t>(head_dim));
+  }
+  if (family.swa_pattern > 0) {
+    gguf_set_val_u32(out, key("attention.sliding_window").c_str(), static_cast<std::uint32_t>(sliding_window));
+    gguf_set_val_u32(out, key("attention.sliding_window_pattern").c_str(),
+                     static_cast<std::uint32_t>(family.swa_pattern));
+  }
+  if (family.family == aoi::tools::Family::kGemma2) {  // Gemma 2's soft caps
+    gguf_set_val_f32(out, key("attn_logit_softcapping").c_str(), 50.0f);
+    gguf_set_val_f32(out, key("final_logit_softcapping").c_str(), 30.0f);
+  }
   if (no_chat_template) {
     gguf_remove_key(out, "tokenizer.chat_template");
+  } else if (family.chat_template != nullptr) {
+    gguf_set_val_str(out, "tokenizer.chat_template", family.chat_template);
   } else if (gguf_find_key(out, "tokenizer.chat_template") < 0 && vocab_has_token(vocab, "<|start_header_id|>")) {
     gguf_set_val_str(out, "tokenizer.chat_template", kLlama3Template);
   }
 
-  // Weights ~ N(0, 1/fan_in); embeddings ~ N(0, 1) so that logits spread over several units and greedy
-  // choices are rarely near-ties.
-  std::vector<TensorSpec> specs;
-  const std::int64_t E = shape.n_embd, F = shape.n_ff, Q = static_cast<std::int64_t>(shape.n_head) * head_dim,
-                     KV = static_cast<std::int64_t>(shape.n_head_kv) * head_dim;
-  const auto inv_sqrt = [](std::int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
-  specs.push_back({"token_embd.weight", E, n_vocab, wtype, 1.0f});
-  specs.push_back({"output_norm.weight", E, 1, GGML_TYPE_F32, 0.0f});
-  if (!shape.tied_embeddings) specs.push_back({"output.weight", E, n_vocab, wtype, 1.0f});
-  for (int l = 0; l < shape.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    specs.push_back({p + "attn_norm.weight", E, 1, GGML_TYPE_F32, 0.0f});
-    specs.push_back({p + "attn_q.weight", E, Q, wtype, inv_sqrt(E)});
-    specs.push_back({p + "attn_k.weight", E, KV, wtype, inv_sqrt(E)});
-    specs.push_back({p + "attn_v.weight", E, KV, wtype, inv_sqrt(E)});
-    specs.push_back({p + "attn_output.weight", Q, E, wtype, inv_sqrt(Q)});
-    specs.push_back({p + "ffn_norm.weight", E, 1, GGML_TYPE_F32, 0.0f});
-    specs.push_back({p + "ffn_gate.weight", E, F, wtype, inv_sqrt(E)});
-    specs.push_back({p + "ffn_up.weight", E, F, wtype, inv_sqrt(E)});
-    specs.push_back({p + "ffn_down.weight", F, E, wtype, inv_sqrt(F)});
-  }
+  const std::vector<TensorSpec> specs = tensor_specs(family, shape, n_vocab, wtype);
 
   ggml_init_params gp = {ggml_tensor_overhead() * (specs.size() + 1), nullptr, /*no_alloc=*/true};
   ggml_context* meta = ggml_init(gp);
@@ -258,7 +317,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::filesystem::rename(tmp_path, out_path);
-  std::printf("aoi-gen-model: %s: %s, %s, vocab %lld, %.1f MB\n", out_path.c_str(), shape.name.c_str(),
-              type_name.c_str(), static_cast<long long>(n_vocab), static_cast<double>(total) / 1e6);
+  std::printf("aoi-gen-model: %s: %s %s, %s, vocab %lld, %.1f MB\n", out_path.c_str(), family.name.c_str(),
+              shape.name.c_str(), type_name.c_str(), static_cast<long long>(n_vocab), static_cast<double>(total) / 1e6);
   return 0;
 }
