@@ -68,9 +68,26 @@ Result<std::unique_ptr<Context>> Context::create(Model& model, const ContextPara
   cp.type_v = to_ggml(params.type_v);
   cp.flash_attn_type = to_llama(params.flash_attn);
   cp.kv_unified = params.kv_unified;
+  // Sliding-window layers keep every position of a sequence, as full layers do (what aoi's region layout and
+  // its removal of question tokens assume), not only the window.
+  cp.swa_full = true;
   cp.no_perf = true;
   llama_context* ctx = llama_init_from_model(model.raw(), cp);
   if (ctx == nullptr) return Error::internal("llama.cpp could not create a context (out of memory?)");
+  // Even so, llama.cpp hands a sliding-window layer's cell to a new token once it lies a window behind its
+  // sequence's last position. A question's tokens run past the data and are then taken back out: the data
+  // appended next would sit where cells it still sees were given away, and answers would differ from a
+  // recompute. Within one window per sequence no cell is ever that far behind.
+  if (const int n_swa = model.n_swa(); n_swa > 0 && llama_n_ctx_seq(ctx) > static_cast<std::uint32_t>(n_swa)) {
+    const std::uint32_t per_seq = llama_n_ctx_seq(ctx);
+    llama_free(ctx);
+    const std::uint64_t most = static_cast<std::uint64_t>(n_swa) * (params.kv_unified ? 1u : params.n_seq_max);
+    return Error::invalid("ctx_size", model.architecture() + " attends through a sliding window of " +
+                                          std::to_string(n_swa) + " tokens in some layers: aoi runs it with at most " +
+                                          std::to_string(n_swa) + " cells per sequence, not " +
+                                          std::to_string(per_seq) + " (--ctx-size " + std::to_string(most) +
+                                          " or less for " + std::to_string(params.n_seq_max) + " sequences)");
+  }
   return std::unique_ptr<Context>(new Context(model, ctx, params));
 }
 

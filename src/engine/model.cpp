@@ -143,6 +143,7 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
     return Error::invalid("model", "llama.cpp could not load " + params.path + " (not a GGUF model?)");
   }
   std::unique_ptr<Model> m(new Model(model, params.path));
+  if (auto refused = m->unsupported_memory()) return Error::invalid("model", params.path + ": " + *refused);
   auto fingerprint = file_fingerprint(params.path);
   if (!fingerprint) return fingerprint.error();
   m->fingerprint_ = std::move(fingerprint).value();
@@ -213,6 +214,36 @@ std::string Model::description() const {
   char buf[256];
   llama_model_desc(model_, buf, sizeof(buf));
   return buf;
+}
+
+std::string Model::architecture() const {
+  char buf[128];
+  if (llama_model_meta_val_str(model_, "general.architecture", buf, sizeof(buf)) < 0) return "unknown";
+  return buf;
+}
+
+int Model::n_swa() const { return llama_model_n_swa(model_); }
+
+std::optional<std::string> Model::unsupported_memory() const {
+  // A session keeps its data in the KV cache and takes each question's tokens back out of it afterwards: the
+  // model's memory must hold one entry per position that can be removed again. The state of a recurrent layer
+  // (Mamba, RWKV, the linear-attention layers of hybrids such as Jamba or Qwen3-Next) is one summary of every
+  // token so far, from which llama.cpp cannot remove the last ones.
+  const std::string arch = architecture();
+  if (llama_model_is_recurrent(model_)) {
+    return "a recurrent model (" + arch + "): llama.cpp cannot take tokens back out of its state, which every " +
+           "aoi session does after a question";
+  }
+  if (llama_model_is_hybrid(model_)) {
+    return "a hybrid model (" + arch + ", attention and recurrent layers): llama.cpp cannot take tokens back " +
+           "out of its recurrent state, which every aoi session does after a question";
+  }
+  if (llama_model_is_diffusion(model_)) return "a diffusion model (" + arch + ") does not generate left to right";
+  if (!llama_model_has_decoder(model_)) return "an encoder-only model (" + arch + ") does not generate text";
+  if (llama_model_has_encoder(model_)) {
+    return "an encoder-decoder model (" + arch + "): aoi runs decoder-only models";
+  }
+  return std::nullopt;
 }
 
 std::string Model::name() const { return std::filesystem::path(path_).stem().string(); }

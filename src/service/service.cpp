@@ -87,7 +87,11 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   // (docs/benchmarks.md, isolation).
   cp.n_seq_max = static_cast<std::uint32_t>(seqs->total());
   cp.kv_unified = false;
-  if (cp.n_ctx == 0) cp.n_ctx = 4096u * cp.n_seq_max;
+  if (cp.n_ctx == 0) {
+    // 4096 cells per sequence, or a sliding window's worth when that is less (engine::Context says why).
+    const int n_swa = s->model_->n_swa();
+    cp.n_ctx = static_cast<std::uint32_t>(n_swa > 0 ? std::min(4096, n_swa) : 4096) * cp.n_seq_max;
+  }
   auto ctx = engine::Context::create(*s->model_, cp);
   if (!ctx) return ctx.error();
   s->ctx_ = std::move(ctx).value();

@@ -48,7 +48,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--port", o.port, "port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("-c,--ctx-size", o.ctx_size,
                  "KV cache cells in all, split equally between the sequences (sessions, completion slots, "
-                 "spares); 0: 4096 per sequence")
+                 "spares); 0: 4096 per sequence (a sliding-window model's window, when smaller)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   app.add_option("-t,--threads", o.threads, "CPU threads for the forward pass (0: all)")->check(CLI::Range(0, 1024));

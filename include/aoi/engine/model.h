@@ -85,7 +85,13 @@ class Model {
   int n_layer() const;
   std::uint64_t n_params() const;
   std::uint64_t size_bytes() const;
-  std::string description() const;  // "llama 135M Q8_0"
+  std::string description() const;   // "llama 135M Q8_0"
+  std::string architecture() const;  // GGUF's general.architecture: "llama", "qwen3", "gemma2"...
+  // The sliding window of the model's SWA layers in tokens (Gemma 2 and 3, for example); 0 without one.
+  int n_swa() const;
+  // Why aoi cannot run the model (a recurrent, hybrid, diffusion or encoder model), or nothing when it can.
+  // Model::load refuses such a model with this reason.
+  std::optional<std::string> unsupported_memory() const;
   const std::string& path() const { return path_; }
   // A short name for APIs: the file name without directory and extension.
   std::string name() const;

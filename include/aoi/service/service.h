@@ -61,8 +61,9 @@ struct StoreParams {
 
 struct ServiceParams {
   engine::ModelParams model;
-  // n_ctx: KV cells in all (0: 4096 per sequence); n_seq_max and kv_unified are set by the service: every
-  // session, completion slot and spare has a stream of n_ctx / sequences cells.
+  // n_ctx: KV cells in all (0: 4096 per sequence, or the model's sliding window when smaller); n_seq_max and
+  // kv_unified are set by the service: every session, completion slot and spare has a stream of
+  // n_ctx / sequences cells.
   engine::ContextParams context;
   int max_sessions = 8;
   int pool_slots = 2;           // stateless completions at once (OpenAI/Anthropic endpoints)
