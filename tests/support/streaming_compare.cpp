@@ -1,0 +1,64 @@
+#include "streaming_compare.h"
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "records.h"
+#include "solo.h"
+
+namespace aoi::test {
+
+Tally stream_and_compare(engine::Model& model, int cells_per_seq, session::SessionConfig config, int n_batches,
+                         int max_answer_tokens) {
+  Tally tally;
+  auto ctx = make_stream_context(model, 3, cells_per_seq);
+  EXPECT_TRUE(ctx) << "no context";
+  if (!ctx) return tally;
+  SoloSessions sessions(*ctx);
+  config.id = "stateful";
+  config.mode = session::SessionMode::kStateful;
+  auto stateful = sessions.create(config);
+  config.id = "naive";
+  config.mode = session::SessionMode::kNaive;
+  auto naive = sessions.create(config);
+  EXPECT_TRUE(stateful.ok() && naive.ok());
+  if (!stateful.ok() || !naive.ok()) return tally;
+  session::Session& s = **stateful;
+  session::Session& n = **naive;
+
+  const std::vector<std::string> questions = {"Is the trend UP or DOWN?", "What was the last close?",
+                                              "Was there a pullback? Answer YES or NO.",
+                                              "Summarize the volume pattern."};
+  int bar = 0;
+  for (int b = 0; b < n_batches; ++b) {
+    const int k = 1 + (b * 7) % 5;  // batches of 1..5 records
+    const auto lines = ohlcv_lines(k, 99, bar);
+    bar += k;
+    EXPECT_TRUE(sessions.append(s, lines).ok());
+    EXPECT_TRUE(sessions.append(n, lines).ok());
+    EXPECT_EQ(s.context_tokens(), n.context_tokens());
+    if (b % 3 != 2) continue;
+
+    session::QueryParams q;
+    q.question = questions[static_cast<size_t>(tally.n) % questions.size()];
+    q.generation.max_tokens = max_answer_tokens;
+    q.generation.keep_first_logits = true;
+    auto as = sessions.query(s, q);
+    auto an = sessions.query(n, q);
+    EXPECT_TRUE(as.ok() && an.ok());
+    if (!as.ok() || !an.ok()) continue;
+    EXPECT_EQ(as->data_version, an->data_version);
+    const Comparison c = compare(*as, *an);
+    tally.add(c);
+    if (c.verdict() != Verdict::kIdentical) std::cout << "query " << tally.n << ": " << c.describe() << "\n";
+    EXPECT_NE(c.verdict(), Verdict::kFailed) << "query " << tally.n << " '" << q.question << "': " << c.describe()
+                                             << "\n stateful: " << as->text << "\n naive:    " << an->text;
+  }
+  EXPECT_GT(s.records_evicted(), 0u) << "the run should exercise eviction";
+  return tally;
+}
+
+}  // namespace aoi::test
