@@ -3,7 +3,8 @@
 #   test-micro.gguf   generated, F16 (so that batch-shape noise stays ~0.01 logits), Llama 3 tokenizer
 #   test-micro-no-chat-template.gguf   the same weights and tokenizer without a chat template (the fallback)
 #   family-<name>.gguf  test-micro's size in each other model family (mistral qwen2 qwen3 phi3 gemma2 gemma3),
-#                       F16, with the family's tokenizer; Gemma 3's with six layers (five sliding-window, one full)
+#                       F16, with the family's tokenizer; Gemma 3's with six layers (five sliding-window, one full);
+#                       family-mamba.gguf, a recurrent model, for the test that aoi refuses it
 #   stories260K.gguf  the real tiny model from shared/models, converted with llama.cpp's converter
 # usage: make-test-models.sh DIR GEN_MODEL CONVERTER SHARED_MODELS_DIR
 set -euo pipefail
@@ -16,7 +17,7 @@ fresh "$dir/test-micro.gguf" "$gen" || "$gen" --shape test-micro --type f16 -o "
 fresh "$dir/test-micro-no-chat-template.gguf" "$gen" ||
   "$gen" --shape test-micro --type f16 --no-chat-template -o "$dir/test-micro-no-chat-template.gguf"
 
-for family in mistral qwen2 qwen3 phi3 gemma2 gemma3; do
+for family in mistral qwen2 qwen3 phi3 gemma2 gemma3 mamba; do
   layers=()
   [ "$family" = gemma3 ] && layers=(--n-layer 6)
   fresh "$dir/family-$family.gguf" "$gen" ||

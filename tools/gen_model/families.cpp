@@ -61,6 +61,12 @@ const std::vector<FamilyInfo>& families() {
        .swa_pattern = 6,
        .rope_theta = 1000000.0f,
        .chat_template = kGemmaTemplate},
+      // A recurrent model, for the test that aoi refuses it at load.
+      {.family = Family::kMamba,
+       .name = "mamba",
+       .arch = "mamba",
+       .vocab = "ggml-vocab-gpt-neox.gguf",
+       .recurrent = true},
   };
   return all;
 }

@@ -9,7 +9,7 @@
 
 namespace aoi::tools {
 
-enum class Family { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3 };
+enum class Family { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3, kMamba };
 
 struct FamilyInfo {
   Family family;
@@ -23,6 +23,7 @@ struct FamilyInfo {
   bool post_norms = false;  // Gemma 2 and 3: norms after attention and after the FFN
   int swa_pattern = 0;      // Gemma 2 (2) and 3 (6): every n-th layer full, the others sliding-window
   bool own_output = false;  // an output matrix of its own (Phi-3); else the embeddings (Gemma's are always tied)
+  bool recurrent = false;   // Mamba: selective state-space layers in place of attention (aoi refuses it)
   float rope_theta = 10000.0f;
   const char* chat_template = nullptr;  // the family's format, in place of the vocab file's
 };

@@ -1,7 +1,7 @@
 // aoi-gen-model: writes a GGUF with deterministic random weights for a named shape or explicit dimensions, in
 // one of the model families users run with llama.cpp (Llama by default; Mistral, Qwen2, Qwen3, Phi-3, Gemma 2
-// and 3), with the tokenizer of that family's vocab-only file from llama.cpp. The same arguments always give
-// the same file.
+// and 3; Mamba, which aoi refuses), with the tokenizer of that family's vocab-only file from llama.cpp. The same
+// arguments always give the same file.
 
 #include <CLI/CLI.hpp>
 
@@ -102,6 +102,11 @@ std::vector<std::uint8_t> make_tensor(const TensorSpec& t, std::uint64_t seed) {
   return data;
 }
 
+// Mamba's block sizes, as in its published models: inner width twice the embedding (the only expansion llama.cpp
+// supports), a convolution of 4, a state of 16 and a time-step rank of n_embd / 16.
+constexpr std::int64_t kMambaExpand = 2, kMambaConv = 4, kMambaState = 16;
+std::int64_t mamba_dt_rank(std::int64_t n_embd) { return std::max<std::int64_t>(1, (n_embd + 15) / 16); }
+
 // The tensors of one family's model, in llama.cpp's names. Weights ~ N(0, 1/fan_in); embeddings ~ N(0, 1) so
 // that logits spread over several units and greedy choices are rarely near-ties; norms are ones.
 std::vector<TensorSpec> tensor_specs(const FamilyInfo& family, const ModelShape& shape, std::int64_t n_vocab,
@@ -121,6 +126,21 @@ std::vector<TensorSpec> tensor_specs(const FamilyInfo& family, const ModelShape&
   for (int l = 0; l < shape.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     norm(p + "attn_norm.weight", E);
+    if (family.recurrent) {
+      // Mamba's block (llama.cpp's shapes): in-projection to x and z, a causal convolution, the selective scan's
+      // projections, and the out-projection. The scan's own parameters stay F32.
+      const std::int64_t inner = kMambaExpand * E, rank = mamba_dt_rank(E);
+      specs.push_back({p + "ssm_in.weight", E, 2 * inner, wtype, inv_sqrt(E)});
+      specs.push_back({p + "ssm_conv1d.weight", kMambaConv, inner, GGML_TYPE_F32, inv_sqrt(kMambaConv)});
+      specs.push_back({p + "ssm_conv1d.bias", inner, 1, GGML_TYPE_F32, 0.1f});
+      specs.push_back({p + "ssm_x.weight", inner, rank + 2 * kMambaState, wtype, inv_sqrt(inner)});
+      specs.push_back({p + "ssm_dt.weight", rank, inner, GGML_TYPE_F32, inv_sqrt(rank)});
+      specs.push_back({p + "ssm_dt.bias", inner, 1, GGML_TYPE_F32, 0.1f});
+      specs.push_back({p + "ssm_a", kMambaState, inner, GGML_TYPE_F32, 1.0f});
+      specs.push_back({p + "ssm_d", inner, 1, GGML_TYPE_F32, 0.0f});
+      specs.push_back({p + "ssm_out.weight", inner, E, wtype, inv_sqrt(inner)});
+      continue;
+    }
     if (family.fused_qkv) {
       specs.push_back({p + "attn_qkv.weight", E, Q + 2 * KV, wtype, inv_sqrt(E)});
     } else {
@@ -261,6 +281,12 @@ int main(int argc, char** argv) {
     gguf_set_val_u32(out, key("attention.sliding_window").c_str(), static_cast<std::uint32_t>(sliding_window));
     gguf_set_val_u32(out, key("attention.sliding_window_pattern").c_str(),
                      static_cast<std::uint32_t>(family.swa_pattern));
+  }
+  if (family.recurrent) {
+    gguf_set_val_u32(out, key("ssm.conv_kernel").c_str(), static_cast<std::uint32_t>(kMambaConv));
+    gguf_set_val_u32(out, key("ssm.inner_size").c_str(), static_cast<std::uint32_t>(kMambaExpand * shape.n_embd));
+    gguf_set_val_u32(out, key("ssm.state_size").c_str(), static_cast<std::uint32_t>(kMambaState));
+    gguf_set_val_u32(out, key("ssm.time_step_rank").c_str(), static_cast<std::uint32_t>(mamba_dt_rank(shape.n_embd)));
   }
   if (family.family == aoi::tools::Family::kGemma2) {  // Gemma 2's soft caps
     gguf_set_val_f32(out, key("attn_logit_softcapping").c_str(), 50.0f);

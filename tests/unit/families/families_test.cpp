@@ -2,7 +2,8 @@
 // with its own tokenizer) through the equivalence suite: a stateful session against a full recompute through
 // appends, recompute eviction and questions; and the service (background batched ingestion, rebuilds, flash
 // rounds in shared passes) against a session that never ran a flash round. Sliding-window families (Gemma 2
-// and 3) run within their window per sequence, and a context that would let a sequence outgrow it is refused.
+// and 3) run within their window per sequence, and a context that would let a sequence outgrow it is refused;
+// a recurrent model (Mamba) is refused at load.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "aoi/engine/context.h"
+#include "aoi/engine/model.h"
 #include "aoi/service/service.h"
 #include "equivalence.h"
 #include "records.h"
@@ -109,6 +111,20 @@ TEST(SlidingWindow, ASequenceThatCouldOutgrowTheWindowIsRefused) {
   EXPECT_NE(refused.error().message.find("--ctx-size 2048"), std::string::npos) << refused.error().message;
   params.n_ctx = 2 * 1024;
   EXPECT_TRUE(engine::Context::create(*model, params).ok());
+}
+
+// llama.cpp cannot take a recurrent model's last tokens back out of its state, which every question does: the
+// model loads in llama.cpp, and aoi refuses it with that reason instead of answering from a corrupted state.
+TEST(UnsupportedModels, ARecurrentModelIsRefusedAtLoad) {
+  const std::string path = test::model_path("family-mamba");
+  if (path.empty()) GTEST_SKIP() << "test model family-mamba is not available";
+  engine::ModelParams params;
+  params.path = path;
+  auto refused = engine::Model::load(params);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "model");
+  EXPECT_NE(refused.error().message.find("a recurrent model (mamba)"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("cannot take tokens back out"), std::string::npos) << refused.error().message;
 }
 
 }  // namespace
