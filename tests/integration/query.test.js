@@ -2,9 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  useServer, post, expectStatus, expectError, createSession, getSession, pushRecords, waitIngested, query,
+  useServer, get, post, expectStatus, expectError, createSession, getSession, pushRecords, waitIngested, query,
   openSSE, textRecords, assertAnswerShape, assertErrorObject, sseErrorBody,
-  uniqueId,
+  uniqueId, isNonNegInt,
 } from './harness.js';
 
 let sid; // a session with some data, shared by the read-only tests
@@ -191,4 +191,48 @@ test('a session with a ready question answers it on the speculative or the stand
   }
   const other = await query(ctx.server, s.id, { question: 'Is the volume rising?', max_tokens: 4 });
   assert.equal(other.path, 'standard', 'never speculative for another question');
+});
+
+// GET /v1/sessions/{id}/context is what the streaming benchmark sends llama-server as its prompt: it must be
+// exactly what a full recompute of the session decodes, the retained window only, for either mode.
+test('GET /context: the tokens a full recompute decodes, the window only, the same in either mode', async () => {
+  const config = { system: 'You are a market analyst.', retention: { max_tokens: 200 } };
+  const stateful = await createSession(ctx.server, { ...config, id: uniqueId('ctx') });
+  const naive = await createSession(ctx.server, { ...config, id: uniqueId('ctxn'), mode: 'naive' });
+  const records = textRecords(30);
+  for (const s of [stateful, naive]) {
+    const r = await pushRecords(ctx.server, s.id, records);
+    await waitIngested(ctx.server, s.id, r.last_seq);
+  }
+  const s = await getSession(ctx.server, stateful.id);
+  assert.ok(s.records.evicted > 0, 'the window should have evicted records');
+
+  const plain = await get(ctx.server, `/v1/sessions/${stateful.id}/context`);
+  expectStatus(plain, 200);
+  const c = plain.body;
+  assert.equal(c.data_version, s.data_version);
+  assert.ok(c.tokens.every(isNonNegInt));
+  assert.deepEqual(c.question_tokens, []);
+  assert.equal(c.tokens.length, s.regions.system_tokens + s.regions.data_tokens + s.regions.scaffold_tokens);
+  assert.ok(c.text.includes(config.system));
+  assert.ok(c.text.includes(records.at(-1)), 'the newest record is in the window');
+  assert.ok(!c.text.includes(records[0]), 'an evicted record is not');
+  const retained = records.filter((r) => c.text.includes(r));
+  assert.equal(retained.length, s.regions.records);
+  assert.deepEqual(retained, records.slice(-s.regions.records), 'the newest records, in order');
+
+  const question = 'Is the trend UP or DOWN?';
+  const asked = await get(ctx.server, `/v1/sessions/${stateful.id}/context?question=${encodeURIComponent(question)}`);
+  expectStatus(asked, 200);
+  assert.deepEqual(asked.body.tokens, c.tokens);
+  assert.ok(asked.body.text.includes(question));
+  const a = await query(ctx.server, stateful.id, { question, max_tokens: 4 });
+  assert.equal(asked.body.question_tokens.length, a.tokens.question, 'the question as the session decodes it');
+
+  const n = await get(ctx.server, `/v1/sessions/${naive.id}/context?question=${encodeURIComponent(question)}`);
+  expectStatus(n, 200);
+  assert.deepEqual(n.body.tokens, c.tokens, 'a naive session of the same configuration holds the same window');
+  assert.deepEqual(n.body.question_tokens, asked.body.question_tokens);
+
+  expectError(await get(ctx.server, '/v1/sessions/no-such-session/context'), 404, 'not_found');
 });
