@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The streaming benchmark in one command: aoi (stateful), aoi (naive, recompute per question) and llama.cpp's
-# llama-server (prompt cache on, one slot; with and without --cache-reuse) on the same model and threads,
-# fed the same bars; an append-only scenario and a sliding-window one. Tables on stdout; CSV, JSON and PNG
-# plots in the output folder.
+# llama-server (prompt cache on, one slot; with and without --cache-reuse) on the same model, threads, batch
+# sizes, KV cache type and flash-attention setting (printed), fed the same bars; an append-only scenario and a
+# sliding-window one timed as the paper does (the bars ingested before the question), and an append-only one
+# timed from the push of the bars to the answer. Every system answers a warm-up question first, one system is
+# timed at a time while the others are idle, each question is timed three times (the median kept). Tables on
+# stdout; CSV, JSON and PNG plots in the output folder; summary.md (the summary tables, with the commit) for
+# docs/benchmarks.md through bench/update_docs.py.
 #
 #   bench/streaming/run.sh [--preset quick|cpu|paper] [--model PATH] [--threads N] [--out DIR]
-#                          [--other NAME=URL] [--naive-every N] [--gpu] [--skip-build]
+#                          [--other NAME=URL] [--naive-every N] [--repeats N] [--gpu] [--skip-build]
 #
 #   --gpu   all layers on the GPU in aoi and llama-server (build with -DAOI_CUDA=ON first)
 #
-#   quick  a tiny generated model, short streams (CI smoke test: completes, aoi agrees with naive)
+#   quick  a tiny generated model, short streams, one run per question (CI smoke test: completes, aoi agrees
+#          with naive)
 #   cpu    smollm2-135m shape, 100 bars, then 15 x 10 bars; window 100 bars; naive every 5th question
 #   paper  the paper's sizes: 100 bars, then 15 x 55 bars; window 300 bars (smollm2-135m shape by default)
 set -euo pipefail
@@ -18,7 +23,7 @@ cd "$root"
 # shellcheck source=../lib.sh
 . bench/lib.sh
 
-preset=quick model="" threads=$(nproc) out="" other="" naive_every="" skip_build=0 gpu=0
+preset=quick model="" threads=$(nproc) out="" other="" naive_every="" repeats="" skip_build=0 gpu=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --preset) preset=$2; shift 2 ;;
@@ -27,6 +32,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --other) other=$2; shift 2 ;;
     --naive-every) naive_every=$2; shift 2 ;;
+    --repeats) repeats=$2; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
     --gpu) gpu=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -35,13 +41,13 @@ done
 
 case "$preset" in
   quick)  # ~80 bars at most, ~35 tokens each
-    initial=20 per=10 iterations=6 window=40 max_tokens=4 every=${naive_every:-1} ctx=4096
+    initial=20 per=10 iterations=6 window=40 max_tokens=4 every=${naive_every:-1} ctx=4096 runs=${repeats:-1}
     default_model=build/models/test-micro.gguf ;;
   cpu)    # the paper's run scaled to what 2 CPU cores do in ~30 min: 250 bars at most (~9K tokens)
-    initial=100 per=10 iterations=15 window=100 max_tokens=8 every=${naive_every:-5} ctx=12288
+    initial=100 per=10 iterations=15 window=100 max_tokens=8 every=${naive_every:-5} ctx=12288 runs=${repeats:-3}
     default_model=models/smollm2-135m-q8_0.gguf ;;
   paper)  # 925 bars at most: ~33K tokens with Llama 3's tokenizer
-    initial=100 per=55 iterations=15 window=300 max_tokens=8 every=${naive_every:-1} ctx=34816
+    initial=100 per=55 iterations=15 window=300 max_tokens=8 every=${naive_every:-1} ctx=34816 runs=${repeats:-3}
     default_model=models/smollm2-135m-q8_0.gguf ;;
   *) echo "presets: quick, cpu, paper" >&2; exit 2 ;;
 esac
@@ -56,6 +62,10 @@ mkdir -p "$out"
 
 aoi_gpu=() llama_gpu=()
 [ "$gpu" = 1 ] && aoi_gpu=(--n-gpu-layers -1) && llama_gpu=(-ngl 999)
+# The same engine settings on both sides, pinned rather than left to each server's defaults (llama-server's
+# flash attention is "auto", which turns it on where aoi's default is off).
+batch=512 kv_type=f16 fa=off
+settings="model $(basename "$model"), $threads threads (decode and prefill), batch $batch, ubatch $batch, KV cache $kv_type, flash attention $fa, $([ "$gpu" = 1 ] && echo "all layers on the GPU" || echo "CPU")"
 
 # aoi: stateful and naive in separate processes, so that each is timed alone. A server has three sequences
 # (the session's, a completion slot, a spare for recompute eviction's rebuilds), each holding the whole stream.
@@ -63,7 +73,8 @@ aoi_gpu=() llama_gpu=()
 start_aoi() {  # name cells-per-sequence
   local port; port=$(free_port)
   build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size $((3 * $2)) --max-sessions 1 \
-    --pool-slots 1 --spare-seqs 1 --memory-only "${aoi_gpu[@]}" >"$out/$1.log" 2>&1 &
+    --pool-slots 1 --spare-seqs 1 --memory-only -b "$batch" --ubatch-size "$batch" --cache-type-k "$kv_type" \
+    --cache-type-v "$kv_type" --flash-attn "$fa" "${aoi_gpu[@]}" >"$out/$1.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/$1.log"
   url="http://127.0.0.1:$port"
@@ -71,14 +82,15 @@ start_aoi() {  # name cells-per-sequence
 start_llama() {  # name [extra args]
   local name=$1; shift
   local port; port=$(free_port)
-  build/bin/llama-server -m "$model" --port "$port" -t "$threads" -c "$ctx" -np 1 -b 512 -ub 512 "${llama_gpu[@]}" "$@" \
-    >"$out/$name.log" 2>&1 &
+  build/bin/llama-server -m "$model" --port "$port" -t "$threads" -tb "$threads" -c "$ctx" -np 1 -b "$batch" \
+    -ub "$batch" -ctk "$kv_type" -ctv "$kv_type" -fa "$fa" "${llama_gpu[@]}" "$@" >"$out/$name.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/$name.log"
   url="http://127.0.0.1:$port"
 }
 
-echo "== streaming benchmark, preset $preset: $model, $threads threads, output in $out"
+echo "== streaming benchmark, preset $preset: $model, output in $out"
+echo "== engine settings, every server: $settings"
 # Sessions hold ctx tokens of bars, the system text and a question.
 start_aoi aoi $((ctx + 1024)); aoi_url=$url
 start_aoi aoi-naive $((ctx + 1024)); naive_url=$url
@@ -90,13 +102,28 @@ systems=(--system "aoi=aoi:$aoi_url" --system "aoi-naive=aoi-naive:$naive_url@$e
 [ -n "$other" ] && systems+=(--system "${other%%=*}=openai:${other#*=}")
 
 common=(--initial-bars "$initial" --bars-per-iteration "$per" --iterations "$iterations" --max-tokens "$max_tokens"
-        --retention-tokens "$((ctx - 512))" --out "$out" --require-agreement)
+        --retention-tokens "$((ctx - 512))" --repeats "$runs" --settings "$settings" --out "$out" --require-agreement)
 status=0
 build/bench/aoi-bench-streaming --label append-only "${common[@]}" "${systems[@]}" | tee "$out/append-only.md" ||
   status=$?
 echo
 build/bench/aoi-bench-streaming --label sliding-window --window "$window" "${common[@]}" "${systems[@]}" \
   --system "aoi-shift=aoi-shift:$shift_url" | tee "$out/sliding-window.md" || status=$?
+echo
+build/bench/aoi-bench-streaming --label data-to-answer --timing data-to-answer "${common[@]}" "${systems[@]}" |
+  tee "$out/data-to-answer.md" || status=$?
+
+# The summary tables for the docs, naming the commit and the settings.
+{
+  echo "Measured at commit \`$(bench_commit)\`: \`bench/streaming/run.sh --preset $preset\` ($initial bars, then" \
+    "$iterations x $per bars; window $window bars; aoi-naive on one question in $every and the last)."
+  echo "Engine settings, every server: $settings. Timed runs per question: $runs (the median kept; data-to-answer: 1)."
+  for label in append-only sliding-window data-to-answer; do
+    echo
+    echo "#### $label"
+    cat "$out/$label.summary.md"
+  done
+} >"$out/summary.md"
 [ "$status" = 3 ] && echo "== aoi and aoi-naive answered differently (see above)" >&2
-echo "== done: $out"
+echo "== done: $out (summary: $out/summary.md)"
 exit "$status"

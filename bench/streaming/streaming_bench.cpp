@@ -1,5 +1,13 @@
 // The streaming benchmark (paper §4): a static prefix, initial bars, then iterations of new bars and one
 // question, timed end to end from the client, against several systems in the same run, fed the same data.
+// Fair by construction: every system answers a warm-up question before anything is timed; one system is timed
+// at a time while the others are idle (every session has ingested the new bars before the first is timed);
+// each question is timed --repeats times (llama-server's cache put back to the previous prompt before each)
+// and the median kept; speedups compare the systems on the iterations both answered.
+// Two ways to time (--timing):
+//   question        the paper's: the bars are ingested before the question (aoi's head start is the point)
+//   data-to-answer  the question is asked the moment the bars are pushed (aoi: min_seq), timed from the push;
+//                   the data arrive once, so each is timed once (no repeats)
 // Systems (--system NAME=KIND:URL[@EVERY], repeatable; EVERY: measure every n-th iteration and the last):
 //   aoi        an aoi session (stateful); the reference: its context is what the others are sent
 //   aoi-shift  an aoi session with shift eviction (the paper's O(1) eviction; may drift from a recompute)
@@ -20,7 +28,10 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <thread>
+#include <tuple>
 
 #include "aoi/workload/ohlcv.h"
 #include "aoi/workload/questions.h"
@@ -46,6 +57,7 @@ struct System {
 
 struct Measurement {
   int iteration = 0;
+  std::vector<double> runs_ms;  // each timed run; ms is their median
   int bars = 0;
   int context_tokens = 0;
   std::string question_type;
@@ -91,12 +103,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> system_specs;
   std::string out_dir = "bench-out";
   std::string label = "append-only";
-  int initial = 100, per_iter = 55, iterations = 15, window = 0, max_tokens = 8, retention_tokens = 0;
+  std::string timing = "question";
+  std::string settings;
+  int initial = 100, per_iter = 55, iterations = 15, window = 0, max_tokens = 8, retention_tokens = 0, repeats = 3;
   std::uint64_t seed = 7;
   bool require_agreement = false;
   app.add_option("--system", system_specs, "NAME=KIND:URL[@EVERY] (kinds: aoi, aoi-naive, llama, openai)")->required();
   app.add_option("--out", out_dir, "output folder");
   app.add_option("--label", label, "scenario name for the outputs");
+  app.add_option("--timing", timing, "question: bars ingested before the question; data-to-answer: asked at the push")
+      ->check(CLI::IsMember({"question", "data-to-answer"}));
+  app.add_option("--repeats", repeats, "timed runs of each question (median kept; data-to-answer: 1)")
+      ->check(CLI::Range(1, 99));
+  app.add_option("--settings", settings, "the engine settings every server runs with (printed and stored)");
   app.add_option("--initial-bars", initial);
   app.add_option("--bars-per-iteration", per_iter);
   app.add_option("--iterations", iterations);
@@ -107,6 +126,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed);
   app.add_flag("--require-agreement", require_agreement, "exit 3 if aoi and aoi-naive answers differ");
   CLI11_PARSE(app, argc, argv);
+  const bool data_to_answer = timing == "data-to-answer";
+  if (data_to_answer) repeats = 1;
 
   std::vector<System> systems;
   for (const auto& spec : system_specs) {
@@ -129,11 +150,10 @@ int main(int argc, char** argv) {
     }
     systems.push_back(std::move(s));
   }
-  System* reference = nullptr;
-  for (auto& s : systems) {
-    if (s.kind == "aoi") reference = &s;
-  }
-  if (reference == nullptr) die("one system must be of kind aoi (the reference)");
+  // The reference goes first: in data-to-answer timing the others' prompt is its context once it has the bars.
+  std::stable_partition(systems.begin(), systems.end(), [](const System& s) { return s.kind == "aoi"; });
+  if (systems.empty() || systems.front().kind != "aoi") die("one system must be of kind aoi (the reference)");
+  System* reference = &systems.front();
 
   // Sessions: the static prefix, and the retention window when sliding.
   const std::string instructions = aoi::workload::instructions();
@@ -161,7 +181,8 @@ int main(int argc, char** argv) {
 
   aoi::workload::OhlcvGenerator gen({.seed = seed});
   std::vector<Bar> visible;
-  auto push = [&](int n) {
+  // New bars: the next n of the stream, as the text every aoi session is sent.
+  auto next_bars = [&](int n) {
     std::string lines;
     for (int i = 0; i < n; ++i) {
       visible.push_back(gen.next());
@@ -170,26 +191,80 @@ int main(int argc, char** argv) {
     if (window > 0 && static_cast<int>(visible.size()) > window) {
       visible.erase(visible.begin(), visible.end() - window);
     }
-    for (auto& s : systems) {
-      if (s.session.empty()) continue;
-      aoi::cli::HttpRequest req{"POST", "/v1/sessions/" + s.session + "/data", lines, "text/plain", {}};
-      auto res = s.http->send(req);
-      if (!res || !res->ok()) die(s.name + ": push failed");
-    }
-    // The gap between data and question: wait until every session has ingested it.
-    for (auto& s : systems) {
-      if (s.session.empty()) continue;
-      for (;;) {
-        const json st = call(s, "GET", "/v1/sessions/" + s.session);
-        if (st["last_seq_ingested"] == st["last_seq_pushed"]) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
+    return lines;
+  };
+  auto push_to = [&](System& s, const std::string& lines) -> std::uint64_t {
+    aoi::cli::HttpRequest req{"POST", "/v1/sessions/" + s.session + "/data", lines, "text/plain", {}};
+    auto res = s.http->send(req);
+    if (!res || !res->ok()) die(s.name + ": push failed");
+    return json::parse(res->body)["last_seq"].get<std::uint64_t>();
+  };
+  auto wait_ingested = [&](System& s) {
+    for (;;) {
+      const json st = call(s, "GET", "/v1/sessions/" + s.session);
+      if (st["last_seq_ingested"] == st["last_seq_pushed"]) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   };
+  // Pushes to every aoi session and waits until each has ingested (nothing runs while a system is timed).
+  auto push_all = [&](const std::string& lines) {
+    for (auto& s : systems) {
+      if (!s.session.empty()) push_to(s, lines);
+    }
+    for (auto& s : systems) {
+      if (!s.session.empty()) wait_ingested(s);
+    }
+  };
+  // The reference's exact prompt for a question: what llama-server is sent, and the context size.
+  auto prompt_for = [&](const aoi::workload::Question& q) {
+    const json prompt =
+        call(*reference, "GET",
+             "/v1/sessions/" + reference->session + "/context?question=" + aoi::cli::url_encode_segment(q.text));
+    std::vector<int> tokens = prompt["tokens"].get<std::vector<int>>();
+    const auto qt = prompt["question_tokens"].get<std::vector<int>>();
+    tokens.insert(tokens.end(), qt.begin(), qt.end());
+    return tokens;
+  };
+  // One request to a system, untimed here: its answer and, for aoi, the data version it answered at.
+  auto ask = [&](System& s, const aoi::workload::Question& q, const std::vector<int>& tokens, int n_predict,
+                 std::optional<std::uint64_t> min_seq) -> std::pair<std::string, std::uint64_t> {
+    if (!s.session.empty()) {
+      json body = {{"question", q.text}, {"max_tokens", n_predict}, {"temperature", 0}};
+      if (min_seq) {
+        body["min_seq"] = *min_seq;
+        body["wait_ms"] = 60000;
+      }
+      const json r = call(s, "POST", "/v1/sessions/" + s.session + "/query", body);
+      return {r["answer"].get<std::string>(), r["data_version"].get<std::uint64_t>()};
+    }
+    if (s.kind == "llama") {
+      const json r = call(s, "POST", "/completion",
+                          {{"prompt", tokens},
+                           {"n_predict", n_predict},
+                           {"temperature", 0},
+                           {"top_k", 1},
+                           {"cache_prompt", true},
+                           {"stream", false}});
+      return {r.value("content", ""), 0};
+    }
+    std::string bars_text;
+    for (const Bar& b : visible) bars_text += aoi::workload::format_bar(b) + "\n";
+    const json r = call(s, "POST", "/v1/chat/completions",
+                        {{"messages", json::array({{{"role", "system"}, {"content", instructions + "\n" + bars_text}},
+                                                   {{"role", "user"}, {"content", q.text}}})},
+                         {"max_tokens", n_predict},
+                         {"temperature", 0}});
+    return {r["choices"][0]["message"]["content"].get<std::string>(), 0};
+  };
 
-  std::printf("# %s: %d initial bars, %d iterations of +%d bars%s, %d answer tokens at most\n\n", label.c_str(),
-              initial, iterations, per_iter, window > 0 ? (", window " + std::to_string(window) + " bars").c_str() : "",
-              max_tokens);
+  std::printf("# %s: %d initial bars, %d iterations of +%d bars%s, %d answer tokens at most; timed: %s\n\n",
+              label.c_str(), initial, iterations, per_iter,
+              window > 0 ? (", window " + std::to_string(window) + " bars").c_str() : "", max_tokens,
+              data_to_answer ? "from the push of the bars to the answer (aoi: min_seq), once per question"
+                             : ("the question, after every session ingested the bars; runs per question: " +
+                                std::to_string(repeats) + " (the median kept)")
+                                   .c_str());
+  if (!settings.empty()) std::printf("engine settings, every server: %s\n\n", settings.c_str());
   std::printf("| it | bars | context tokens | question | truth |");
   for (const auto& s : systems) std::printf(" %s ms | %s answer |", s.name.c_str(), s.name.c_str());
   std::printf("\n|---:|---:|---:|---|---|");
@@ -197,62 +272,75 @@ int main(int argc, char** argv) {
   std::printf("\n");
   std::fflush(stdout);
 
+  push_all(next_bars(initial));
+  // Warm-up: every system answers one question over the initial bars before anything is timed.
+  {
+    const aoi::workload::Question q = aoi::workload::make_question(aoi::workload::QuestionType{}, visible);
+    const std::vector<int> tokens = prompt_for(q);
+    for (auto& s : systems) (void)ask(s, q, tokens, max_tokens, std::nullopt);
+  }
+
   std::vector<Measurement> all;
-  push(initial);
+  std::vector<int> previous_prompt;  // llama-server's cache is put back to it before each timed run
   for (int it = 1; it <= iterations; ++it) {
-    push(per_iter);
+    const std::string lines = next_bars(per_iter);
     const auto type = static_cast<aoi::workload::QuestionType>((it - 1) % aoi::workload::kQuestionTypes);
     const aoi::workload::Question q = aoi::workload::make_question(type, visible);
-    // The exact prompt (for llama-server and the token count), fetched before any timing.
-    const json prompt =
-        call(*reference, "GET",
-             "/v1/sessions/" + reference->session + "/context?question=" + aoi::cli::url_encode_segment(q.text));
-    std::vector<int> tokens = prompt["tokens"].get<std::vector<int>>();
-    const auto qt = prompt["question_tokens"].get<std::vector<int>>();
-    const int context_tokens = static_cast<int>(tokens.size() + qt.size());
-    tokens.insert(tokens.end(), qt.begin(), qt.end());
-
+    const auto measured = [&](const System& s) { return (it - 1) % s.every == 0 || it == iterations; };
+    std::vector<int> tokens;
+    if (!data_to_answer) {
+      push_all(lines);
+      tokens = prompt_for(q);  // fetched before any timing
+    }
+    std::vector<Measurement> row;
+    for (auto& s : systems) {
+      Measurement m{.iteration = it,
+                    .bars = static_cast<int>(visible.size()),
+                    .question_type = question_type_name(type),
+                    .truth = q.truth,
+                    .system = s.name};
+      if (data_to_answer && !s.session.empty()) {
+        if (!measured(s)) {  // the bars still go in, untimed, before the next system is timed
+          push_to(s, lines);
+          wait_ingested(s);
+          continue;
+        }
+        const auto t0 = Clock::now();
+        const std::uint64_t last_seq = push_to(s, lines);
+        std::tie(m.answer, m.data_version) = ask(s, q, {}, max_tokens, last_seq);
+        m.runs_ms.push_back(since_ms(t0));
+        wait_ingested(s);  // a session whose answer came early finishes its bars before the next one is timed
+        if (&s == reference) tokens = prompt_for(q);
+      } else {
+        if (!measured(s)) continue;
+        for (int r = 0; r < repeats; ++r) {
+          // Every run of llama-server starts from the cache the previous question left (its prompt), so that
+          // the runs after the first do not find this prompt cached.
+          if (s.kind == "llama" && !data_to_answer && !previous_prompt.empty()) {
+            (void)ask(s, q, previous_prompt, 1, std::nullopt);
+          }
+          const auto t0 = Clock::now();
+          std::tie(m.answer, m.data_version) = ask(s, q, tokens, max_tokens, std::nullopt);
+          m.runs_ms.push_back(since_ms(t0));
+        }
+      }
+      m.ms = aoi::bench::median(m.runs_ms);
+      m.correct = aoi::workload::is_correct(q, m.answer);
+      row.push_back(m);
+    }
+    previous_prompt = tokens;
+    const int context_tokens = static_cast<int>(tokens.size());
     std::printf("| %d | %zu | %d | %s | %s |", it, visible.size(), context_tokens, question_type_name(type),
                 q.truth.c_str());
-    for (auto& s : systems) {
-      if ((it - 1) % s.every != 0 && it != iterations) {
+    for (const auto& s : systems) {
+      const auto m = std::find_if(row.begin(), row.end(), [&](const Measurement& x) { return x.system == s.name; });
+      if (m == row.end()) {
         std::printf(" - | - |");
         continue;
       }
-      Measurement m{it, static_cast<int>(visible.size()), context_tokens, question_type_name(type), q.truth, s.name};
-      const auto t0 = Clock::now();
-      if (!s.session.empty()) {
-        const json r = call(s, "POST", "/v1/sessions/" + s.session + "/query",
-                            {{"question", q.text}, {"max_tokens", max_tokens}, {"temperature", 0}});
-        m.ms = since_ms(t0);
-        m.answer = r["answer"];
-        m.data_version = r["data_version"];
-      } else if (s.kind == "llama") {
-        const json r = call(s, "POST", "/completion",
-                            {{"prompt", tokens},
-                             {"n_predict", max_tokens},
-                             {"temperature", 0},
-                             {"top_k", 1},
-                             {"cache_prompt", true},
-                             {"stream", false}});
-        m.ms = since_ms(t0);
-        m.answer = r.value("content", "");
-      } else {
-        std::string bars_text;
-        for (const Bar& b : visible) bars_text += aoi::workload::format_bar(b) + "\n";
-        const json r =
-            call(s, "POST", "/v1/chat/completions",
-                 {{"messages", json::array({{{"role", "system"}, {"content", instructions + "\n" + bars_text}},
-                                            {{"role", "user"}, {"content", q.text}}})},
-                  {"max_tokens", max_tokens},
-                  {"temperature", 0}});
-        m.ms = since_ms(t0);
-        m.answer = r["choices"][0]["message"]["content"];
-      }
-      m.correct = aoi::workload::is_correct(q, m.answer);
-      std::printf(" %.0f | %s |", m.ms, one_line(m.answer).c_str());
-      std::fflush(stdout);
-      all.push_back(m);
+      m->context_tokens = context_tokens;
+      std::printf(" %.0f | %s |", m->ms, one_line(m->answer).c_str());
+      all.push_back(*m);
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -266,42 +354,48 @@ int main(int argc, char** argv) {
   // ---- Summary ----
   std::map<std::string, std::vector<const Measurement*>> by_system;
   for (const auto& m : all) by_system[m.system].push_back(&m);
-  auto mean_of = [](const std::vector<double>& v) {
-    return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  std::map<int, const Measurement*> ref_at;  // the reference's measurement by iteration
+  for (const auto* m : by_system[reference->name]) ref_at[m->iteration] = m;
+  std::string summary_md;
+  auto out = [&summary_md](const std::string& line) {
+    std::printf("%s", line.c_str());
+    summary_md += line;
   };
-  std::vector<double> ref_ms;
-  for (const auto* m : by_system[reference->name]) ref_ms.push_back(m->ms);
-  const double ref_mean = mean_of(ref_ms);
-  std::printf(
-      "\n| system | n | mean ms | p50 ms | p99 ms | sigma ms | last ms | %s speedup (mean) | at the last | accuracy "
-      "|\n",
-      reference->name.c_str());
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "\n| system | n | mean ms | p50 ms | p99 ms | sigma ms | last ms | %s, same questions (mean ms) | %s "
+                "speedup (mean) | at the last | accuracy |\n",
+                reference->name.c_str(), reference->name.c_str());
+  out(buf);
+  out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   json summary = json::object();
   for (const auto& s : systems) {
-    std::vector<double> ms;
+    std::vector<double> ms, ref_ms;
     int correct = 0;
     for (const auto* m : by_system[s.name]) {
       ms.push_back(m->ms);
+      ref_ms.push_back(ref_at.at(m->iteration)->ms);  // the reference answers every iteration
       correct += m->correct ? 1 : 0;
     }
     if (ms.empty()) continue;
-    const double mean = mean_of(ms);
+    const double mean = aoi::bench::mean(ms), ref_mean = aoi::bench::mean(ref_ms);
     double var = 0;
     for (double x : ms) var += (x - mean) * (x - mean);
     const double sigma = std::sqrt(var / static_cast<double>(ms.size()));
-    // Speedup at the last iteration, where contexts are largest.
+    // Speedup at the last iteration, where contexts are largest; every system answers it.
     const double last = by_system[s.name].back()->ms;
-    const double ref_last = by_system[reference->name].back()->ms;
-    std::printf("| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.1fx | %.1fx | %d/%zu |\n", s.name.c_str(), ms.size(),
-                mean, percentile(ms, 0.5), percentile(ms, 0.99), sigma, last, mean / ref_mean, last / ref_last, correct,
-                ms.size());
+    const double ref_last = ref_at.at(by_system[s.name].back()->iteration)->ms;
+    std::snprintf(buf, sizeof(buf), "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1fx | %.1fx | %d/%zu |\n",
+                  s.name.c_str(), ms.size(), mean, aoi::bench::median(ms), percentile(ms, 0.99), sigma, last, ref_mean,
+                  mean / ref_mean, last / ref_last, correct, ms.size());
+    out(buf);
     summary[s.name] = {{"n", ms.size()},
                        {"mean_ms", mean},
-                       {"p50_ms", percentile(ms, 0.5)},
+                       {"p50_ms", aoi::bench::median(ms)},
                        {"p99_ms", percentile(ms, 0.99)},
                        {"sigma_ms", sigma},
                        {"last_ms", last},
+                       {"reference_mean_ms_same_questions", ref_mean},
                        {"speedup_mean", mean / ref_mean},
                        {"speedup_last", last / ref_last},
                        {"accuracy", static_cast<double>(correct) / static_cast<double>(ms.size())}};
@@ -312,29 +406,29 @@ int main(int argc, char** argv) {
     if (&s == reference) continue;
     int same = 0, both = 0;
     for (const auto* m : by_system[s.name]) {
-      for (const auto* r : by_system[reference->name]) {
-        if (r->iteration != m->iteration) continue;
-        ++both;
-        same += r->answer == m->answer ? 1 : 0;
-      }
+      ++both;
+      same += ref_at.at(m->iteration)->answer == m->answer ? 1 : 0;
     }
     if (s.kind == "aoi-naive") disagreements_with_naive += both - same;
-    std::printf("\nagreement of %s with %s: %d/%d answers identical", reference->name.c_str(), s.name.c_str(), same,
-                both);
+    std::snprintf(buf, sizeof(buf), "\nagreement of %s with %s: %d/%d answers identical", reference->name.c_str(),
+                  s.name.c_str(), same, both);
+    out(buf);
     summary[s.name]["agreement_with_reference"] = both == 0 ? 0.0 : static_cast<double>(same) / both;
   }
-  std::printf("\n");
+  out("\n");
 
   // ---- Files ----
   std::filesystem::create_directories(out_dir);
   const std::string base = out_dir + "/" + label;
   {
+    std::ofstream(base + ".summary.md") << summary_md;
     std::ofstream csv(base + ".csv");
-    csv << "iteration,bars,context_tokens,question,truth,system,ms,correct,data_version,answer\n";
+    csv << "iteration,bars,context_tokens,question,truth,system,ms,runs,correct,data_version,answer\n";
     for (const auto& m : all) {
       json a = m.answer;
       csv << m.iteration << ',' << m.bars << ',' << m.context_tokens << ',' << m.question_type << ',' << m.truth << ','
-          << m.system << ',' << m.ms << ',' << (m.correct ? 1 : 0) << ',' << m.data_version << ',' << a.dump() << '\n';
+          << m.system << ',' << m.ms << ',' << m.runs_ms.size() << ',' << (m.correct ? 1 : 0) << ',' << m.data_version
+          << ',' << a.dump() << '\n';
     }
     json raw = json::array();
     for (const auto& m : all) {
@@ -345,11 +439,14 @@ int main(int argc, char** argv) {
                      {"truth", m.truth},
                      {"system", m.system},
                      {"ms", m.ms},
+                     {"runs_ms", m.runs_ms},
                      {"answer", m.answer},
                      {"correct", m.correct},
                      {"data_version", m.data_version}});
     }
-    std::ofstream(base + ".json") << json{{"label", label}, {"summary", summary}, {"results", raw}}.dump(2);
+    std::ofstream(base + ".json") << json{{"label", label},       {"timing", timing},   {"repeats", repeats},
+                                          {"settings", settings}, {"summary", summary}, {"results", raw}}
+                                         .dump(2);
     std::ofstream dat(base + ".dat");
     for (const auto& s : systems) {
       dat << "# " << s.name << "\n";
