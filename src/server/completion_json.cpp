@@ -17,7 +17,10 @@ Result<std::string> content_text(const json& content, const std::string& field) 
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const std::string pf = field + "[" + std::to_string(i) + "]";
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+    // Each key's type is checked before its value is read: nlohmann's value("type", "") throws on a number.
+    const auto type = part.is_object() ? part.find("type") : part.end();
+    if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
       return Error::invalid(pf, "only text parts are supported");
     }
     text += part["text"].get<std::string>();
@@ -94,7 +97,14 @@ Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool&
   stream = streamed->value_or(false);
   auto opts = f.object("stream_options");
   if (!opts) return opts.error();
-  include_usage = *opts && (**opts).value("include_usage", false);
+  include_usage = false;
+  if (*opts) {
+    const auto usage = (**opts).find("include_usage");
+    if (usage != (**opts).end()) {
+      if (!usage->is_boolean()) return Error::invalid("stream_options.include_usage", "must be a boolean");
+      include_usage = usage->get<bool>();
+    }
+  }
   return req;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "completion_json.h"
 #include "http_request.h"
 #include "json_fields.h"
 #include "records_body.h"
@@ -42,6 +43,29 @@ TEST(RequestBodies, AnUnknownEmptyKeyIsStillNamedInTheError) {
   ASSERT_FALSE(config);
   EXPECT_EQ(config.error().type, ErrorType::kInvalidValue);
   EXPECT_EQ(config.error().field, "\"\"");
+}
+
+TEST(RequestBodies, AFieldOfTheWrongTypeInsideAnObjectIsNamedNotThrown) {
+  // nlohmann's value(key, default) throws when the key holds another type: the server answered 500.
+  bool stream = false, include_usage = false;
+  const auto part =
+      parse_openai(nlohmann::json::parse(R"({"messages":[{"role":"user","content":[{"type":1048576,"text":"Hi"}]}]})"),
+                   true, stream, include_usage);
+  ASSERT_FALSE(part);
+  EXPECT_EQ(part.error().type, ErrorType::kInvalidValue);
+  EXPECT_EQ(part.error().field, "messages[0].content[0]");
+
+  const auto usage = parse_openai(
+      nlohmann::json::parse(R"({"messages":[{"role":"user","content":"Hi"}],"stream_options":{"include_usage":1}})"),
+      true, stream, include_usage);
+  ASSERT_FALSE(usage);
+  EXPECT_EQ(usage.error().field, "stream_options.include_usage");
+
+  const auto fine = parse_openai(
+      nlohmann::json::parse(R"({"messages":[{"role":"user","content":"Hi"}],"stream_options":{"include_usage":true}})"),
+      true, stream, include_usage);
+  ASSERT_TRUE(fine) << fine.error().message;
+  EXPECT_TRUE(include_usage);
 }
 
 TEST(RequestBodies, TextLinesOfCarriageReturnsAreBlank) {
