@@ -209,14 +209,15 @@ TEST(Durability, ACopyOfTheDirectoryTakenMidWriteRecoversEveryAcknowledgedRecord
         ASSERT_TRUE(svc->create_session(config("a")).ok());
       }
       const int bars = static_cast<int>(svc->handle("a")->last_seq_pushed());
-      // Pushes go on while the copy is taken.
+      // Pushes go on while the copy is taken, 25 to 75 of them: enough for log appends and snapshots to be in
+      // flight at the copy, few enough that recovering and recomputing them stays cheap under ThreadSanitizer.
       std::atomic<bool> stop{false};
       std::thread pusher([&] {
         int bar = bars;
         while (!stop.load()) {
           auto r = svc->push_text("a", test::ohlcv_lines(2, 55, bar));
           if (r.ok()) bar += 2;
-          std::this_thread::sleep_for(2ms);
+          std::this_thread::sleep_for(8ms);
         }
       });
       std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
