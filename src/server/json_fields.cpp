@@ -51,7 +51,9 @@ Result<std::optional<std::int64_t>> Fields::integer(std::string_view key, std::i
   } else if (v->is_number_float()) {
     const double d = v->get<double>();
     if (!std::isfinite(d) || d != std::floor(d)) return Error::invalid(path(key), "must be an integer");
-    if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+    // Compared as doubles, INT64_MAX rounds up to 2^63, which no int64 holds: the bound is exclusive.
+    constexpr double kTwoTo63 = 9223372036854775808.0;
+    if (d < -kTwoTo63 || d >= kTwoTo63) {
       return Error::invalid(path(key), "must be between " + std::to_string(min) + " and " + std::to_string(max));
     }
     n = static_cast<std::int64_t>(d);
