@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (tests/fuzz) with Clang in build-fuzz and runs each for a while, one after the
-# other (each on one core).
+# Builds the libFuzzer targets (tests/fuzz) with Clang in build-fuzz and runs each for a while, as many at a
+# time as there are jobs (AOI_JOBS), each on one core.
 #   scripts/fuzz.sh [--seconds N | --runs N] [--out FILE.md] [target...]     default: 60 seconds each, every target
 # --out writes the summary as a markdown table (for docs/benchmarks.md, through bench/update_docs.py).
 # Targets: fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_renderer fuzz_http_request.
@@ -8,7 +8,7 @@
 #   AOI_FUZZ_DIR    the build directory (default build-fuzz)
 #   AOI_FUZZ_MODEL  the model fuzz_record_renderer tokenizes with (default build/models/test-micro.gguf, which the
 #                   release build's tests generate)
-#   AOI_JOBS        compile jobs (default: the number of cores)
+#   AOI_JOBS        compile jobs and targets fuzzed at once (default: the number of cores)
 # New corpus entries stay in $AOI_FUZZ_DIR/fuzz/corpus/<target>/ (the seeds in tests/fuzz/corpus/ are only read);
 # an input that breaks a target is saved in $AOI_FUZZ_DIR/fuzz/artifacts/<target>/: fix the bug and add the input
 # to tests/fuzz/regressions/<target>/ (ctest -L fuzz replays both folders). Logs: $AOI_FUZZ_DIR/fuzz/logs/.
@@ -58,53 +58,73 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DAOI
 cmake --build "$dir" -j"$jobs" --target "${targets[@]}"
 
 work=$dir/fuzz
-mkdir -p "$work/logs"
-status=0
-summary=()
-markdown=()
-for t in "${targets[@]}"; do
-  corpus=$work/corpus/$t
-  artifacts=$work/artifacts/$t
-  log=$work/logs/$t.log
+mkdir -p "$work/logs" "$work/results"
+
+# run_target T: fuzzes T on one core and writes its summary line and markdown row to $work/results/T.{txt,md}.
+run_target() {
+  local t=$1 corpus=$work/corpus/$1 artifacts=$work/artifacts/$1 log=$work/logs/$1.log
+  local result=$work/results/$1
+  rm -f "$result.txt" "$result.md"
   mkdir -p "$corpus" "$artifacts"
-  args=(-print_final_stats=1 -timeout=60 "-artifact_prefix=$artifacts/")
+  local args=(-print_final_stats=1 -timeout=60 "-artifact_prefix=$artifacts/")
   if [ -n "$runs" ]; then args+=("-runs=$runs"); else args+=("-max_total_time=$seconds"); fi
   [ -f "$root/tests/fuzz/$t.dict" ] && args+=("-dict=$root/tests/fuzz/$t.dict")
-  seeds=()
+  local seeds=() d
   for d in "$root/tests/fuzz/corpus/$t" "$root/tests/fuzz/regressions/$t"; do [ -d "$d" ] && seeds+=("$d"); done
-  if [ "$t" = fuzz_record_renderer ]; then
-    if [ ! -f "$model" ]; then
-      echo "fuzz: $t needs a model: $model is missing (set AOI_FUZZ_MODEL, or generate the test models with" \
-        "scripts/test.sh)" >&2
-      summary+=("$(printf '%-22s %14s %10s %8s %8s  %s' "$t" - - - - "FAILED: no model")")
-      status=1
-      continue
-    fi
-    export AOI_FUZZ_MODEL=$model
+  local kept=0
+  [ -d "$root/tests/fuzz/regressions/$t" ] && kept=$(find "$root/tests/fuzz/regressions/$t" -type f | wc -l)
+  if [ "$t" = fuzz_record_renderer ] && [ ! -f "$model" ]; then
+    echo "fuzz: $t needs a model: $model is missing (set AOI_FUZZ_MODEL, or generate the test models with" \
+      "scripts/test.sh)" >&2
+    printf '%-22s %14s %10s %8s %8s  %s\n' "$t" - - - - "FAILED: no model" >"$result.txt"
+    echo "| \`$t\` | - | - | - | $kept | FAILED: no model |" >"$result.md"
+    return 1
   fi
-  if [ -n "$runs" ]; then budget="$runs runs"; else budget="$seconds s"; fi
+  local budget="$seconds s"
+  [ -n "$runs" ] && budget="$runs runs"
   echo "fuzz: $t ($budget), log $log"
+  local start rc=0 outcome
   start=$(date +%s)
-  rc=0
-  "$dir/tests/fuzz/$t" "${args[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
-  elapsed=$(($(date +%s) - start))
+  AOI_FUZZ_MODEL=$model "$dir/tests/fuzz/$t" "${args[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
+  local elapsed=$(($(date +%s) - start)) executed rate added
   executed=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  [ -n "$executed" ] || executed=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
+  [ -n "$executed" ] || executed=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#' || true)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   added=$(sed -n 's/^stat::new_units_added: *//p' "$log" | tail -1)
   if [ "$rc" -eq 0 ]; then
-    result="nothing found"
+    outcome="nothing found"
   else
-    status=1
+    local artifact
     artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
-    result="FOUND (exit $rc): ${artifact:-see $log}"
+    outcome="FOUND (exit $rc): ${artifact:-see $log}"
     grep -m1 -E 'invariant broken|ERROR: (AddressSanitizer|libFuzzer)|runtime error' "$log" >&2 || true
   fi
-  summary+=("$(printf '%-22s %14s %10s %8s %8s  %s' "$t" "${executed:-?}" "${rate:-?}" "${added:-?}" "${elapsed}s" \
-    "$result")")
-  kept=0
-  [ -d "$root/tests/fuzz/regressions/$t" ] && kept=$(find "$root/tests/fuzz/regressions/$t" -type f | wc -l)
-  markdown+=("| \`$t\` | ${executed:-?} | ${rate:-?} | ${elapsed} | $kept | $result |")
+  printf '%-22s %14s %10s %8s %8s  %s\n' "$t" "${executed:-?}" "${rate:-?}" "${added:-?}" "${elapsed}s" \
+    "$outcome" >"$result.txt"
+  echo "| \`$t\` | ${executed:-?} | ${rate:-?} | ${elapsed} | $kept | $outcome |" >"$result.md"
+  [ "$rc" -eq 0 ]
+}
+
+# As many targets at a time as there are jobs, each on one core.
+status=0
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  run_target "$t" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
+done
+
+summary=() markdown=()
+for t in "${targets[@]}"; do
+  summary+=("$(cat "$work/results/$t.txt")")
+  markdown+=("$(cat "$work/results/$t.md")")
 done
 
 printf '\n%-22s %14s %10s %8s %8s  %s\n' target executions exec/s new time result
