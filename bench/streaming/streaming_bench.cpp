@@ -273,15 +273,17 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   push_all(next_bars(initial));
+  // llama-server's cache is put back to the previous question's prompt before each timed run; the first
+  // timed question's previous one is the warm-up.
+  std::vector<int> previous_prompt;
   // Warm-up: every system answers one question over the initial bars before anything is timed.
   {
     const aoi::workload::Question q = aoi::workload::make_question(aoi::workload::QuestionType{}, visible);
-    const std::vector<int> tokens = prompt_for(q);
-    for (auto& s : systems) (void)ask(s, q, tokens, max_tokens, std::nullopt);
+    previous_prompt = prompt_for(q);
+    for (auto& s : systems) (void)ask(s, q, previous_prompt, max_tokens, std::nullopt);
   }
 
   std::vector<Measurement> all;
-  std::vector<int> previous_prompt;  // llama-server's cache is put back to it before each timed run
   for (int it = 1; it <= iterations; ++it) {
     const std::string lines = next_bars(per_iter);
     const auto type = static_cast<aoi::workload::QuestionType>((it - 1) % aoi::workload::kQuestionTypes);
