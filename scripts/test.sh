@@ -11,38 +11,46 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=${AOI_JOBS:-$(nproc)}
+# CTest runs $jobs tests at once, so each test's model computes on one thread: with more threads than cores,
+# ggml's threads spin at every barrier of a pass for one that is not running (tests/support/test_models.h).
+export AOI_TEST_THREADS=${AOI_TEST_THREADS:-1}
+# Each stage's header says when it started, so that a slow CI shows where its time went.
+stage() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$1"; }
 
 scripts/setup.sh --tests
 
-echo "== release build and tests"
+stage "release build"
 scripts/build.sh build
+stage "release tests"
 # --no-tests=error: a build that found no GoogleTest registers no unit tests, which must not pass as a run.
 ctest --test-dir build --output-on-failure --no-tests=error -j"$jobs"
 
 [ "${1:-}" = "--quick" ] && exit 0
 
-echo "== streaming benchmark, quick preset (smoke test: it completes and aoi agrees with naive; no timings checked)"
+stage "streaming benchmark, quick preset (smoke test: it completes and aoi agrees with naive; no timings checked)"
 cmake --build build -j"$jobs" --target llama-server aoi-bench-streaming >/dev/null
 bench/streaming/run.sh --preset quick --skip-build --out build/bench-quick
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+stage "AddressSanitizer + UndefinedBehaviorSanitizer build"
 # Not the model-family suite: it runs llama.cpp's code for each architecture, which this build does not
 # instrument; aoi's own paths run here with the Llama test model.
 # The sanitizer builds take the test models the release build made (see tests/CMakeLists.txt).
 models="$root/build/models"
 scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF \
   -DAOI_TEST_MODELS_FROM="$models"
+stage "AddressSanitizer + UndefinedBehaviorSanitizer tests"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE families
 
-echo "== ThreadSanitizer"
+stage "ThreadSanitizer build"
 scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF \
   -DAOI_TEST_MODELS_FROM="$models"
+stage "ThreadSanitizer tests"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L threads
 
-echo "== fuzz targets (Clang, libFuzzer): every seed and past breaker replayed, then 20 s of fuzzing each"
+stage "fuzz targets (Clang, libFuzzer): every seed and past breaker replayed, then 20 s of fuzzing each"
 AOI_FUZZ_MODEL="$models/test-micro.gguf" scripts/fuzz.sh --seconds 20
 ctest --test-dir build-fuzz --output-on-failure -L fuzz
 
-echo "== all tests passed"
+stage "all tests passed"

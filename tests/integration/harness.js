@@ -120,9 +120,10 @@ export async function startServer(opts = {}) {
   if (!existsSync(AOI_BIN)) throw new Error(`aoi binary not found: ${AOI_BIN} (set AOI_BIN)`);
   const model = opts.model ?? AOI_MODEL;
   if (!existsSync(model)) throw new Error(`model not found: ${model} (set AOI_MODEL)`);
-  // The context: the server's default (4096 cells per sequence) unless a test sizes it.
+  // The context: the server's default (4096 cells per sequence) unless a test sizes it. Threads: as the unit
+  // tests' (AOI_TEST_THREADS, see tests/support/test_models.h), else 2.
   const args = ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0',
-    '--threads', String(opts.threads ?? 2)];
+    '--threads', String(opts.threads ?? (process.env.AOI_TEST_THREADS || 2))];
   if (opts.ctxSize != null) args.push('--ctx-size', String(opts.ctxSize));
   const keys = opts.apiKeys ?? (opts.apiKey ? [opts.apiKey] : []);
   for (const k of keys) args.push('--api-key', k);

@@ -31,7 +31,19 @@ engine::Model* shared_model(const std::string& name) {
   return (models[name] = std::move(model).value()).get();
 }
 
+void use_test_threads(engine::ContextParams& params) {
+  const char* env = std::getenv("AOI_TEST_THREADS");
+  if (env == nullptr || *env == '\0') return;
+  const int threads = std::atoi(env);
+  if (threads < 1) {
+    ADD_FAILURE() << "AOI_TEST_THREADS=" << env << ": a number of threads, at least 1";
+    return;
+  }
+  params.n_threads = params.n_threads_batch = threads;
+}
+
 std::unique_ptr<engine::Context> make_context(engine::Model& model, engine::ContextParams params) {
+  use_test_threads(params);
   auto ctx = engine::Context::create(model, params);
   if (!ctx) {
     ADD_FAILURE() << "context: " << ctx.error().message;

@@ -18,7 +18,12 @@ std::string model_path(const std::string& name);
 // skips).
 engine::Model* shared_model(const std::string& name);
 
-// A context on `model` with small, test-friendly defaults.
+// Threads a test's context decodes and prefills with: AOI_TEST_THREADS when set, else the engine's default.
+// scripts/test.sh sets 1, since CTest runs as many tests at once as there are cores: with more threads than
+// cores, ggml's threads spin at each of a pass's barriers for one that is not running.
+void use_test_threads(engine::ContextParams& params);
+
+// A context on `model` with small, test-friendly defaults (and the test threads).
 std::unique_ptr<engine::Context> make_context(engine::Model& model, engine::ContextParams params = {});
 
 }  // namespace aoi::test

@@ -49,6 +49,7 @@ TEST_P(Families, FlashAnswersFromSharedPassesEqualAPlainSession) {
   p.model.path = test::model_path(model_name());
   p.context = {.n_ctx = 0, .n_batch = 128, .n_ubatch = 128};  // 4096 cells per sequence, or the window
   p.max_sessions = 2;
+  test::use_test_threads(p.context);
   auto svc = service::Service::start(p);
   ASSERT_TRUE(svc.ok()) << svc.error().message;
   session::SessionConfig c;

@@ -63,6 +63,7 @@ std::unique_ptr<Service> start(const fs::path& dir, Options o = {}) {
   p.store.snapshot_tokens = o.snapshot_tokens;
   p.store.snapshot_interval = 3600s;
   p.store.resident_wait = 120s;
+  test::use_test_threads(p.context);
   auto s = Service::start(p);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(s).value() : nullptr;

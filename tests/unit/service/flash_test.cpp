@@ -21,6 +21,7 @@ std::unique_ptr<Service> start() {
   p.model.path = test::model_path("test-micro");
   p.context = {.n_ctx = 16384, .n_batch = 256, .n_ubatch = 256};
   p.max_sessions = 3;
+  test::use_test_threads(p.context);
   auto s = Service::start(p);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(s).value() : nullptr;

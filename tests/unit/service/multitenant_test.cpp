@@ -28,6 +28,7 @@ std::unique_ptr<Service> start(int n_ctx = 20480, int n_batch = 256, int max_ses
                .n_batch = static_cast<std::uint32_t>(n_batch),
                .n_ubatch = static_cast<std::uint32_t>(n_batch)};
   p.max_sessions = max_sessions;
+  test::use_test_threads(p.context);
   auto s = Service::start(p);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(s).value() : nullptr;

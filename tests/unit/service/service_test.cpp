@@ -31,6 +31,7 @@ std::unique_ptr<Service> start_service(size_t ring_capacity = 4096, int batch_to
   p.max_sessions = 3;
   p.ring_capacity = ring_capacity;
   p.ingest_batch_tokens = batch_tokens;
+  test::use_test_threads(p.context);
   auto s = Service::start(p);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(s).value() : nullptr;
