@@ -7,6 +7,7 @@
 #include "aoi/common/utf8.h"
 #include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
+#include "aoi/engine/draft.h"
 #include "aoi/engine/model.h"
 
 namespace aoi::engine {
@@ -80,7 +81,7 @@ std::string TextStream::flush() {
 }
 
 Generation::Generation(const Model& model, SeqId seq, Pos pos, std::vector<Token> prompt, GenerationParams params,
-                       std::function<void(std::string_view)> on_text)
+                       std::function<void(std::string_view)> on_text, std::vector<Token> history)
     : model_(model),
       prompt_(seq, pos, std::move(prompt), /*logits_at_end=*/true),
       pos_(pos),
@@ -88,13 +89,30 @@ Generation::Generation(const Model& model, SeqId seq, Pos pos, std::vector<Token
       on_text_(std::move(on_text)),
       sampler_(params_.sampling),
       text_(params_.stop),
+      held_(std::move(history)),
       t_start_(Clock::now()) {
   AOI_CHECK(prompt_.size() > 0, "a generation needs a prompt");
   result_.n_prompt = prompt_.size();
+  held_.reserve(held_.size() + static_cast<size_t>(prompt_.size()) +
+                static_cast<size_t>(std::max(0, params_.max_tokens)));
 }
 
-void Generation::add_rows(Batch& batch, int n_prompt) {
+std::span<const Token> Generation::draft() {
+  if (params_.draft_max <= 0 || !wants_decode()) return {};
+  if (draft_for_ != held_.size()) {
+    draft_for_ = held_.size();
+    // Each accepted draft token is followed by one more sampled token: drafting past max_tokens is waste.
+    const int left = params_.max_tokens - static_cast<int>(result_.tokens.size()) - 1;
+    draft_ = lookup_draft(held_, next_, std::min(params_.draft_max, left));
+  }
+  return draft_;
+}
+
+double Generation::draft_acceptance() const { return (result_.n_accepted + 1.0) / (result_.n_drafted + 2.0); }
+
+void Generation::add_rows(Batch& batch, int n_prompt, int n_draft) {
   next_row_ = -1;
+  in_pass_.clear();
   if (done_) return;
   if (!prompt_.finished()) {
     prompt_.add(batch, n_prompt);
@@ -103,14 +121,31 @@ void Generation::add_rows(Batch& batch, int n_prompt) {
   if (next_ == kNoToken || batch.free_space() == 0) return;
   batch.add(next_, pos_, seq(), true);
   next_row_ = batch.size() - 1;
+  if (n_draft <= 0) return;
+  const auto proposed = draft();
+  n_draft = std::min({n_draft, static_cast<int>(proposed.size()), batch.free_space()});
+  for (int i = 0; i < n_draft; ++i) {
+    batch.add(proposed[static_cast<size_t>(i)], pos_ + 1 + i, seq(), true);
+    in_pass_.push_back(proposed[static_cast<size_t>(i)]);
+  }
+}
+
+void Generation::skip_prompt(int n) {
+  const auto chunk = prompt_.rest();
+  held_.insert(held_.end(), chunk.begin(), chunk.begin() + std::min<std::ptrdiff_t>(n, std::ssize(chunk)));
+  prompt_.skip(n);
+  pos_ += n;
 }
 
 void Generation::take(Context& ctx) {
   if (done_) return;
   if (!prompt_.finished()) {
+    const auto chunk = prompt_.rest();
     const Pos before = prompt_.next_pos();
     const int row = prompt_.commit();
-    pos_ += prompt_.next_pos() - before;
+    const Pos n = prompt_.next_pos() - before;
+    held_.insert(held_.end(), chunk.begin(), chunk.begin() + n);
+    pos_ += n;
     if (row < 0) return;
     result_.prompt_ms = ms_between(t_start_, Clock::now());
     t_first_sample_ = Clock::now();
@@ -119,10 +154,27 @@ void Generation::take(Context& ctx) {
   }
   if (next_row_ < 0) return;
   const int row = next_row_;
+  const Pos end = pos_ + 1 + static_cast<Pos>(in_pass_.size());  // the first position the pass did not write
   next_row_ = -1;
+  held_.push_back(next_);
   next_ = kNoToken;
   ++pos_;
   sample(ctx, row);
+  // Verification: a sampled token equal to the draft token decoded after it is in the cache already, and that
+  // row's logits choose the next one.
+  int accepted = 0;
+  for (size_t i = 0; i < in_pass_.size() && !done_ && next_ == in_pass_[i]; ++i) {
+    held_.push_back(next_);
+    next_ = kNoToken;
+    ++pos_;
+    ++accepted;
+    sample(ctx, row + 1 + static_cast<int>(i));
+  }
+  result_.n_drafted += static_cast<int>(in_pass_.size());
+  result_.n_accepted += accepted;
+  in_pass_.clear();
+  // The rejected drafts' cells go: the sequence holds exactly the tokens before pos_.
+  if (pos_ < end) ctx.seq_remove(seq(), pos_, -1);
 }
 
 void Generation::finish(FinishReason reason) {
@@ -137,6 +189,7 @@ void Generation::finish(FinishReason reason) {
 }
 
 void Generation::stop() {
+  in_pass_.clear();
   if (!done_) finish(FinishReason::kNone);
 }
 

@@ -200,7 +200,7 @@ bool InferenceLoop::build(const std::vector<LaneGrant>& grants, std::vector<size
   for (size_t i : granted) {
     Entry& e = lanes_[i];
     try {
-      e.lane->add_rows(batch_, Grant{grants[i].decode, grants[i].prefill});
+      e.lane->add_rows(batch_, Grant{grants[i].decode, grants[i].prefill, grants[i].decode ? drafts_[i] : 0});
     } catch (const std::exception& ex) {
       fail_entry(e, Error::internal(std::string(e.lane->name()) + " failed: " + ex.what()));
       return false;
@@ -232,6 +232,14 @@ void InferenceLoop::run_pass() {
     shared_with_leader[candidate_lane[c]] = follows[c].shared;
   }
 
+  // Drafts ride with their lane's decode rows, so they are decided first.
+  std::vector<DraftAsk> asks(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (lanes_[i].dead) continue;
+    asks[i] = {lanes_[i].demand.decode_rows, lanes_[i].demand.draft_tokens, lanes_[i].demand.draft_acceptance};
+  }
+  const std::vector<int> drafts = plan_drafts(asks, params_.draft);
+
   std::vector<LaneDemand> demands(n);
   for (size_t i = 0; i < n; ++i) {
     const Entry& e = lanes_[i];
@@ -239,7 +247,7 @@ void InferenceLoop::run_pass() {
     if (e.dead) continue;
     d.priority = e.lane->priority();
     d.tenant = e.lane->tenant();
-    d.decode_rows = e.demand.decode_rows;
+    d.decode_rows = e.demand.decode_rows + drafts[i];
     d.prefill_tokens = leader_of[i] >= 0 ? 0 : e.demand.prefill_tokens;
     d.passes_waiting = e.passes_waiting;
   }
@@ -249,6 +257,7 @@ void InferenceLoop::run_pass() {
                 .aging_passes = params_.aging_passes};
   PassPlan plan = plan_pass(demands, pp, rr_);
   if (plan.empty()) return;
+  drafts_ = drafts;
 
   std::vector<size_t> granted;
   std::uint64_t backoffs = 0;
@@ -319,6 +328,9 @@ void InferenceLoop::run_pass() {
   stats_.tokens += static_cast<std::uint64_t>(batch_.size());
   stats_.backoffs += backoffs;
   stats_.grouped_tokens += grouped;
+  for (size_t i = 0; i < n; ++i) {
+    if (plan.grants[i].decode) stats_.draft_rows += static_cast<std::uint64_t>(drafts[i]);
+  }
   stats_.last_pass_tokens = batch_.size();
   stats_.last_pass_ms = ms_since(t0);
   recent_ms_[recent_next_++ % recent_ms_.size()] = stats_.last_pass_ms;

@@ -103,9 +103,14 @@ json models_body(const Call& call) {
   return {{"object", "list"}, {"data", json::array({model})}};
 }
 
-json openai_usage(const engine::GenerationResult& r) {
-  const auto completion = static_cast<int>(r.tokens.size());
-  return {{"prompt_tokens", r.n_prompt}, {"completion_tokens", completion}, {"total_tokens", r.n_prompt + completion}};
+// Prompt tokens that were not decoded for the request (a cached prefix, or the whole answer from the response
+// cache) are reported as OpenAI reports its cached tokens.
+json openai_usage(const service::GenerateOutcome& o) {
+  const auto completion = static_cast<int>(o.result.tokens.size());
+  return {{"prompt_tokens", o.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", o.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
 }
 
 struct OpenAiShape {
@@ -122,7 +127,8 @@ struct OpenAiShape {
             {"system_fingerprint", "aoi"},
             {"choices", std::move(choices)}};
   }
-  json response(const engine::GenerationResult& r) const {
+  json response(const service::GenerateOutcome& o) const {
+    const engine::GenerationResult& r = o.result;
     json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(r.finish)}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", r.text}};
@@ -130,7 +136,7 @@ struct OpenAiShape {
       choice["text"] = r.text;
     }
     json body = envelope(json::array({choice}), false);
-    body["usage"] = openai_usage(r);
+    body["usage"] = openai_usage(o);
     return body;
   }
   // A streamed piece; role_only: the first chat chunk that announces the assistant.
@@ -152,9 +158,9 @@ struct OpenAiShape {
     }
     return dump(envelope(json::array({choice}), true));
   }
-  std::string usage_chunk(const engine::GenerationResult& r) const {
+  std::string usage_chunk(const service::GenerateOutcome& o) const {
     json body = envelope(json::array(), true);
-    body["usage"] = openai_usage(r);
+    body["usage"] = openai_usage(o);
     return dump(body);
   }
 };
@@ -166,7 +172,8 @@ struct AnthropicShape {
   static json stop_sequence(const engine::GenerationResult& r) {
     return r.finish == engine::FinishReason::kStop ? json(r.stop_string) : json(nullptr);
   }
-  json response(const engine::GenerationResult& r) const {
+  json response(const service::GenerateOutcome& o) const {
+    const engine::GenerationResult& r = o.result;
     return {{"id", id},
             {"type", "message"},
             {"role", "assistant"},
@@ -174,7 +181,11 @@ struct AnthropicShape {
             {"content", json::array({{{"type", "text"}, {"text", r.text}}})},
             {"stop_reason", anthropic_stop(r.finish)},
             {"stop_sequence", stop_sequence(r)},
-            {"usage", {{"input_tokens", r.n_prompt}, {"output_tokens", r.tokens.size()}}}};
+            {"usage",
+             {{"input_tokens", o.prompt_tokens - o.cached_tokens},
+              {"cache_read_input_tokens", o.cached_tokens},
+              {"cache_creation_input_tokens", 0},
+              {"output_tokens", r.tokens.size()}}}};
   }
   std::string message_start(size_t n_prompt) const {
     return dump({{"type", "message_start"},
@@ -216,7 +227,7 @@ class OpenAiFormat : public StreamFormat<service::GenerateOutcome> {
   std::vector<SseFrame> piece(std::string_view text) override { return {{"", shape_.chunk(text)}}; }
   std::vector<SseFrame> done(const service::GenerateOutcome& o) override {
     std::vector<SseFrame> frames = {{"", shape_.last_chunk(o.result.finish)}};
-    if (include_usage_) frames.push_back({"", shape_.usage_chunk(o.result)});
+    if (include_usage_) frames.push_back({"", shape_.usage_chunk(o)});
     frames.push_back({"", "[DONE]"});
     return frames;
   }
@@ -272,7 +283,7 @@ net::awaitable<Outcome> openai_completion(Call& call, bool chat) {
     auto out = co_await run_plain(call, std::move(req).value());
     if (!out) co_return Outcome{error_response(call.request, out.error())};
     call.metrics.observe_completion("openai", since(t0));
-    co_return Outcome{json_response(call.request, http::status::ok, shape.response(out->result))};
+    co_return Outcome{json_response(call.request, http::status::ok, shape.response(*out))};
   }
 
   auto pieces = co_await start_stream(call.service, std::move(req).value());
@@ -301,7 +312,7 @@ net::awaitable<Outcome> messages(Call& call) {
     auto out = co_await run_plain(call, std::move(req).value());
     if (!out) co_return Outcome{error_response(call.request, out.error())};
     call.metrics.observe_completion("anthropic", since(t0));
-    co_return Outcome{json_response(call.request, http::status::ok, shape.response(out->result))};
+    co_return Outcome{json_response(call.request, http::status::ok, shape.response(*out))};
   }
 
   // The prompt size is known before decoding: message_start carries it.

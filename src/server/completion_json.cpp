@@ -51,7 +51,8 @@ Result<std::vector<engine::ChatMessage>> chat_messages(const json* messages, boo
 }
 
 // Sampling fields shared by both APIs.
-Status read_sampling(Fields& f, engine::GenerationParams& g, bool anthropic) {
+Status read_sampling(Fields& f, service::GenerateRequest& req, bool anthropic) {
+  engine::GenerationParams& g = req.generation;
   auto temperature = f.number("temperature", 0.0, anthropic ? 1.0 : 2.0);
   if (!temperature) return temperature.error();
   g.sampling.temperature = static_cast<float>(temperature->value_or(1.0));
@@ -63,6 +64,7 @@ Status read_sampling(Fields& f, engine::GenerationParams& g, bool anthropic) {
   g.sampling.top_k = static_cast<int>(top_k->value_or(0));
   auto seed = f.integer("seed", INT64_MIN, INT64_MAX);
   if (!seed) return seed.error();
+  req.seeded = seed->has_value();
   g.sampling.seed = *seed ? static_cast<std::uint32_t>(**seed) : std::random_device{}();
   auto stop = f.strings(anthropic ? "stop_sequences" : "stop", 16);
   if (!stop) return stop.error();
@@ -90,7 +92,7 @@ Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool&
   auto max_tokens = f.integer(new_name ? "max_completion_tokens" : "max_tokens", 0, 1 << 20);
   if (!max_tokens) return max_tokens.error();
   req.generation.max_tokens = static_cast<int>(max_tokens->value_or(chat ? (1 << 20) : 16));
-  if (Status st = read_sampling(f, req.generation, false); !st) return st.error();
+  if (Status st = read_sampling(f, req, false); !st) return st.error();
   if (auto n = f.integer("n", 1, 1); !n) return Error::invalid("n", "only n = 1 is supported");
   auto streamed = f.boolean("stream");
   if (!streamed) return streamed.error();
@@ -123,7 +125,7 @@ Result<service::GenerateRequest> parse_anthropic(const json& body, bool& stream)
   if (!max_tokens) return max_tokens.error();
   if (!*max_tokens) return Error::invalid("max_tokens", "is required");
   req.generation.max_tokens = static_cast<int>(**max_tokens);
-  if (Status st = read_sampling(f, req.generation, true); !st) return st.error();
+  if (Status st = read_sampling(f, req, true); !st) return st.error();
   auto streamed = f.boolean("stream");
   if (!streamed) return streamed.error();
   stream = streamed->value_or(false);

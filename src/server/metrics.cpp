@@ -231,6 +231,35 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
   header(out, "aoi_pool_slots", "gauge", "Stateless completion slots: busy and total.");
   sample(out, "aoi_pool_slots", "state=\"busy\"", st.pool_busy);
   sample(out, "aoi_pool_slots", "state=\"total\"", st.pool_slots);
+  const cache::PrefixCacheStats& pc = st.prefix_cache;
+  header(out, "aoi_prefix_cache_lookups_total", "counter", "Completion slots handed out by the prefix cache.");
+  sample(out, "aoi_prefix_cache_lookups_total", "", static_cast<double>(pc.lookups));
+  header(out, "aoi_prefix_cache_hits_total", "counter", "Completions that started from a cached prefix.");
+  sample(out, "aoi_prefix_cache_hits_total", "", static_cast<double>(pc.hits));
+  header(out, "aoi_prefix_cache_tokens_total", "counter", "Prompt tokens restored from cached prefixes, not decoded.");
+  sample(out, "aoi_prefix_cache_tokens_total", "", static_cast<double>(pc.tokens_restored));
+  header(out, "aoi_prefix_cache_copies_total", "counter",
+         "Cached prefixes copied from another sequence (the others were used in place).");
+  sample(out, "aoi_prefix_cache_copies_total", "", static_cast<double>(pc.copies));
+  header(out, "aoi_prefix_cache_evictions_total", "counter", "Cached prefixes given up for room.");
+  sample(out, "aoi_prefix_cache_evictions_total", "", static_cast<double>(pc.evictions));
+  header(out, "aoi_prefix_cache_cells", "gauge", "KV cells idle completion slots keep as cached prefixes.");
+  sample(out, "aoi_prefix_cache_cells", "", pc.cached_cells);
+  const auto lru = [&](const char* name, const char* help, const cache::LruStats& c) {
+    header(out, name, "counter", help);
+    const std::string n(name);
+    sample(out, name, "result=\"hit\"", static_cast<double>(c.hits));
+    sample(out, name, "result=\"miss\"", static_cast<double>(c.misses));
+  };
+  lru("aoi_response_cache_lookups_total", "Cacheable completion requests, answered from the response cache or not.",
+      st.response_cache);
+  lru("aoi_render_cache_lookups_total", "Chat-template renderings looked up by their messages.", st.render_cache);
+  lru("aoi_token_cache_lookups_total", "Prompt tokenizations looked up by their text.", st.token_cache);
+  header(out, "aoi_draft_tokens_total", "counter",
+         "Prompt-lookup draft tokens verified beside sampled tokens (completions and session questions).");
+  sample(out, "aoi_draft_tokens_total", "", static_cast<double>(st.draft_tokens));
+  header(out, "aoi_draft_accepted_total", "counter", "Draft tokens the model then sampled: each saved a pass.");
+  sample(out, "aoi_draft_accepted_total", "", static_cast<double>(st.draft_accepted));
   return out;
 }
 

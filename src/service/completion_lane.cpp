@@ -4,27 +4,28 @@ namespace aoi::service {
 
 CompletionLane::CompletionLane(InferenceState& state, std::uint64_t tenant, std::vector<engine::Token> prompt,
                                GenerateRequest request, std::function<void(std::string_view)> on_text,
-                               std::function<void(Result<GenerateOutcome>)> reply)
+                               std::function<void(Result<GenerateOutcome>)> reply, cache::ResponseCache* responses,
+                               std::optional<std::string> cache_key)
     : state_(state),
       tenant_(tenant),
       prompt_(std::move(prompt)),
       request_(std::move(request)),
       on_text_(std::move(on_text)),
       reply_(std::move(reply)),
-      cells_(state.cells()),
+      responses_(responses),
+      cache_key_(std::move(cache_key)),
       submitted_(sched::Clock::now()) {}
 
-CompletionLane::~CompletionLane() { release(); }
-
-void CompletionLane::release() {
-  generation_.reset();
-  if (lease_) state_.ctx().seq_remove(lease_.id(), 0, -1);
-  lease_.release();
-  cells_.set(0);
-}
+CompletionLane::~CompletionLane() = default;  // an unfinished lease goes back empty
 
 void CompletionLane::complete(Result<GenerateOutcome> result) {
-  release();
+  if (generation_ && result) {
+    // What the sequence holds (the prompt and the answer's decoded tokens) stays for later prompts.
+    lease_.keep(generation_->held());
+  } else {
+    lease_.release();
+  }
+  generation_.reset();
   if (reply_) {
     auto reply = std::move(reply_);
     reply_ = nullptr;
@@ -43,43 +44,61 @@ sched::Demand CompletionLane::poll(sched::Clock::time_point now) {
     return {};
   }
   if (!generation_) {
-    auto lease = state_.pool_seqs().take();
-    if (!lease) return {};
-    lease_ = std::move(*lease);
-    state_.ctx().seq_remove(lease_.id(), 0, -1);
+    auto grant = state_.pool().acquire(
+        prompt_, state_.pool().enabled() ? state_.outside_donors() : std::vector<cache::OutsideDonor>{});
+    if (!grant) return {};
+    lease_ = std::move(grant->lease);
+    cached_ = grant->cached;
     queue_ms_ = std::chrono::duration<double, std::milli>(now - submitted_).count();
-    generation_ = std::make_unique<engine::Generation>(state_.model(), lease_.id(), 0, std::move(prompt_),
-                                                       request_.generation, on_text_);
+    const auto split = prompt_.begin() + cached_;
+    generation_ = std::make_unique<engine::Generation>(
+        state_.model(), lease_.seq(), cached_, std::vector<engine::Token>(split, prompt_.end()), request_.generation,
+        on_text_, std::vector<engine::Token>(prompt_.begin(), split));
   }
-  return {generation_->wants_decode() ? 1 : 0, generation_->prompt_left()};
+  sched::Demand d{generation_->wants_decode() ? 1 : 0, generation_->prompt_left()};
+  if (d.decode_rows > 0) {
+    d.draft_tokens = static_cast<int>(generation_->draft().size());
+    d.draft_acceptance = generation_->draft_acceptance();
+  }
+  return d;
 }
 
 void CompletionLane::add_rows(engine::Batch& batch, const sched::Grant& grant) {
-  if (generation_) generation_->add_rows(batch, grant.prefill);
+  if (generation_) generation_->add_rows(batch, grant.prefill, grant.draft);
 }
 
 void CompletionLane::take() {
   if (!generation_) return;
   generation_->take(state_.ctx());
-  cells_.set(generation_->next_pos());
+  lease_.set_cells(generation_->next_pos());
+  if (!published_ && generation_->prompt_left() == 0) {
+    // The prompt's cells stay as they are until the sequence is given back: concurrent prompts may copy them.
+    lease_.publish(generation_->held().first(prompt_.size()));
+    published_ = true;
+  }
   if (!generation_->done()) return;
   GenerateOutcome outcome;
   outcome.result = generation_->take_result();
+  outcome.prompt_tokens = static_cast<int>(prompt_.size());
+  outcome.cached_tokens = cached_;
   outcome.queue_ms = queue_ms_;
   outcome.total_ms = std::chrono::duration<double, std::milli>(sched::Clock::now() - submitted_).count();
+  state_.count_drafts(outcome.result);
+  const bool finished = outcome.result.finish != engine::FinishReason::kNone;
+  if (responses_ != nullptr && cache_key_ && finished) responses_->put(*cache_key_, cache::cacheable(outcome.result));
   complete(std::move(outcome));
 }
 
 std::optional<sched::PrefixCandidate> CompletionLane::prefix_candidate() const {
   if (!generation_ || generation_->prompt_left() == 0) return std::nullopt;
-  return sched::PrefixCandidate{generation_->prompt_decoded(), generation_->prompt_rest()};
+  return sched::PrefixCandidate{generation_->held(), generation_->prompt_rest()};
 }
 
 void CompletionLane::follow(engine::SeqId leader, int n_tokens) {
   // The leader's whole sequence (between streams a copy copies everything), cut to what this one shares.
   const engine::Pos end = generation_->next_pos() + n_tokens;
-  state_.ctx().seq_copy(leader, lease_.id(), -1, -1);
-  state_.ctx().seq_remove(lease_.id(), end, -1);
+  state_.ctx().seq_copy(leader, lease_.seq(), -1, -1);
+  state_.ctx().seq_remove(lease_.seq(), end, -1);
   generation_->skip_prompt(n_tokens);
 }
 
@@ -87,7 +106,7 @@ void CompletionLane::fail(const Error& error) {
   if (error.type == ErrorType::kTimeout && !generation_) {
     complete(Error::overloaded("no completion slot became free within " +
                                std::to_string(request_.queue_timeout.count()) + " ms (" +
-                               std::to_string(state_.pool_seqs().size()) + " slots)"));
+                               std::to_string(state_.pool().size()) + " slots)"));
     return;
   }
   complete(error);

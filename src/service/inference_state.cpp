@@ -77,7 +77,7 @@ InferenceState::InferenceState(const ServiceParams& params, engine::Context& ctx
       layout_(session::PromptLayout::for_model(ctx.model())),
       cells_(static_cast<int>(ctx.n_ctx())),
       session_seqs_(0, seqs.sessions),
-      pool_seqs_(seqs.sessions, seqs.pool),
+      pool_(ctx, cells_, seqs.sessions, seqs.pool, params.prefix_cache_cells),
       spare_seqs_(seqs.sessions + seqs.pool, seqs.spares),
       persistence_(persistence) {}
 
@@ -88,6 +88,18 @@ const session::Session* InferenceState::region0_donor(std::span<const engine::To
     if (std::equal(region0.begin(), region0.end(), s.region0_tokens().begin(), s.region0_tokens().end())) return &s;
   }
   return nullptr;
+}
+
+std::vector<cache::OutsideDonor> InferenceState::outside_donors() const {
+  std::vector<cache::OutsideDonor> out;
+  for (const auto& [id, rt] : sessions_) {
+    if (!rt->session) continue;
+    const session::Session& s = *rt->session;
+    if (s.mode() != session::SessionMode::kStateful || !s.set_up()) continue;
+    // Region 0 is decoded once and never evicted nor moved: its cells stay as they are.
+    out.push_back({s.seq(), s.region0_tokens()});
+  }
+  return out;
 }
 
 int InferenceState::ingest_batch_tokens(const session::Session& session) const {

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "aoi/cache/sequence_pool.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
 #include "aoi/sched/cell_ledger.h"
@@ -126,8 +127,18 @@ class InferenceState {
   // Cells of one sequence: what a session or a completion may hold at most.
   int cells_per_seq() const { return static_cast<int>(ctx_.n_ctx_seq()); }
   sched::SeqIdPool& session_seqs() { return session_seqs_; }
-  sched::SeqIdPool& pool_seqs() { return pool_seqs_; }
-  const sched::SeqIdPool& pool_seqs() const { return pool_seqs_; }
+  // The completions' sequences and the prefix cache over them.
+  cache::SequencePool& pool() { return pool_; }
+  const cache::SequencePool& pool() const { return pool_; }
+  // Sequences outside the pool whose leading tokens a completion may copy: stateful sessions' Region 0s.
+  std::vector<cache::OutsideDonor> outside_donors() const;
+  // Drafting totals of finished completions and questions (any thread reads them).
+  void count_drafts(const engine::GenerationResult& r) {
+    draft_tokens_.fetch_add(static_cast<std::uint64_t>(r.n_drafted), std::memory_order_relaxed);
+    draft_accepted_.fetch_add(static_cast<std::uint64_t>(r.n_accepted), std::memory_order_relaxed);
+  }
+  std::uint64_t draft_tokens() const { return draft_tokens_.load(std::memory_order_relaxed); }
+  std::uint64_t draft_accepted() const { return draft_accepted_.load(std::memory_order_relaxed); }
   // A spare sequence for `lane`'s rebuild, when one is free and every lane that asked before it has one: the
   // spares go in the order they were asked for. (Taken by whichever lane polled first, a freed spare went to
   // the same few sessions pass after pass, and the others' windows were never rebuilt.) A lane that asked
@@ -188,8 +199,9 @@ class InferenceState {
   session::PromptLayout layout_;
   sched::CellLedger cells_;
   sched::SeqIdPool session_seqs_;
-  sched::SeqIdPool pool_seqs_;
+  cache::SequencePool pool_;
   sched::SeqIdPool spare_seqs_;
+  std::atomic<std::uint64_t> draft_tokens_{0}, draft_accepted_{0};
   std::deque<const void*> spare_waiters_;  // lanes waiting for a spare, first come first
   sched::InferenceLoop* loop_ = nullptr;
   Persistence* persistence_;

@@ -7,6 +7,7 @@
 #include <future>
 
 #include "aoi/engine/sampling.h"
+#include "aoi/sched/prefix_groups.h"
 #include "completion_lane.h"
 #include "create_lane.h"
 #include "inference_state.h"
@@ -50,7 +51,11 @@ T wait_for(Call&& call) {
 
 }  // namespace
 
-Service::Service(ServiceParams params) : params_(std::move(params)) {}
+Service::Service(ServiceParams params)
+    : params_(std::move(params)),
+      render_cache_(params_.render_cache),
+      token_cache_(params_.token_cache),
+      responses_(std::make_unique<cache::ResponseCache>(params_.response_cache)) {}
 
 Service::~Service() { shutdown(); }
 
@@ -519,6 +524,7 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
     request.wait_timeout = params_.max_wait;
   }
   queries_.fetch_add(1, std::memory_order_relaxed);
+  request.generation.draft_max = params_.loop.draft.max;
   const auto t0 = std::chrono::steady_clock::now();
   if (auto fast = answer_without_inference(*h, request)) {
     // (Served from memory: a session on disk stays there.)
@@ -539,7 +545,10 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
           return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
         }
         st->loop().add(std::make_unique<QueryLane>(it->second, std::move(request), std::move(on_text),
-                                                   [reply](Result<QueryOutcome> r) { (*reply)(std::move(r)); }));
+                                                   [reply, st](Result<QueryOutcome> r) {
+                                                     if (r) st->count_drafts(r->answer.details);
+                                                     (*reply)(std::move(r));
+                                                   }));
       },
       [reply](const Error& e) { (*reply)(e); });
 }
@@ -555,12 +564,28 @@ Result<std::vector<engine::Token>> Service::prompt_tokens(const GenerateRequest&
     text = *request.prompt;
   } else {
     if (request.messages.empty()) return Error::invalid("messages", "at least one message is needed");
-    auto rendered = model_->apply_chat_template(request.messages, /*add_assistant=*/true);
-    if (!rendered) return Error::invalid("messages", rendered.error().message);
-    text = std::move(rendered).value();
+    // The render cache's key: every message's role and content, delimited by their lengths.
+    std::string key;
+    for (const auto& m : request.messages) {
+      key += std::to_string(m.role.size()) + ":" + m.role + std::to_string(m.content.size()) + ":" + m.content;
+    }
+    if (auto hit = render_cache_.get(key)) {
+      text = std::move(*hit);
+    } else {
+      auto rendered = model_->apply_chat_template(request.messages, /*add_assistant=*/true);
+      if (!rendered) return Error::invalid("messages", rendered.error().message);
+      text = std::move(rendered).value();
+      render_cache_.put(key, text);
+    }
   }
   // Like llama-server: the client owns the whole prompt, so control-token text in it is parsed.
-  auto tokens = model_->tokenize(text, /*add_bos=*/true, /*parse_special=*/true);
+  std::vector<engine::Token> tokens;
+  if (auto hit = token_cache_.get(text)) {
+    tokens = std::move(*hit);
+  } else {
+    tokens = model_->tokenize(text, /*add_bos=*/true, /*parse_special=*/true);
+    token_cache_.put(text, tokens);
+  }
   if (tokens.empty()) return Error::invalid(field, "the prompt is empty");
   const int limit = std::min(cells_per_seq_, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
   if (static_cast<int>(tokens.size()) + 1 > limit) {
@@ -572,6 +597,7 @@ Result<std::vector<engine::Token>> Service::prompt_tokens(const GenerateRequest&
 
 void Service::generate(GenerateRequest request, std::function<void(std::string_view)> on_text,
                        std::function<void(Result<GenerateOutcome>)> done) {
+  const auto t0 = std::chrono::steady_clock::now();
   if (params_.pool_slots == 0) {
     done(Error::not_ready("stateless completions are disabled (no pool slots)"));
     return;
@@ -587,15 +613,38 @@ void Service::generate(GenerateRequest request, std::function<void(std::string_v
   }
   // The completion fits its sequence: clamp max_tokens to what is left.
   const int limit = std::min(cells_per_seq_, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
-  request.generation.max_tokens = std::min(request.generation.max_tokens, limit - static_cast<int>(tokens->size()));
+  engine::GenerationParams& g = request.generation;
+  g.max_tokens = std::min(g.max_tokens, limit - static_cast<int>(tokens->size()));
+  g.draft_max = params_.loop.draft.max;
+  const bool sampled = g.sampling.temperature > 0.0f;
+  if (sampled && !request.seeded && params_.deterministic_seed) {
+    g.sampling.seed = static_cast<std::uint32_t>(sched::fnv1a(*tokens));  // seed(P) = FNV-1a(P) mod 2^32
+    request.seeded = true;
+  }
+  // The response cache: only answers the same request is bound to give again.
+  std::optional<std::string> key;
+  if (params_.response_cache > 0 && (!sampled || request.seeded)) {
+    key = cache::response_key(*tokens, g);
+    if (auto hit = responses_->get(*key)) {
+      GenerateOutcome out;
+      out.result = std::move(*hit);
+      out.prompt_tokens = static_cast<int>(tokens->size());
+      out.cached_tokens = out.prompt_tokens;
+      out.from_cache = true;
+      if (on_text && !out.result.text.empty()) on_text(out.result.text);
+      out.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      done(std::move(out));
+      return;
+    }
+  }
   auto reply = std::make_shared<std::function<void(Result<GenerateOutcome>)>>(std::move(done));
   loop_->post(
-      [this, tokens = std::move(tokens).value(), request = std::move(request), on_text = std::move(on_text),
-       reply]() mutable {
+      [this, tokens = std::move(tokens).value(), request = std::move(request), on_text = std::move(on_text), reply,
+       key = std::move(key)]() mutable {
         InferenceState& st = *state_;
-        st.loop().add(std::make_unique<CompletionLane>(st, st.next_tenant(), std::move(tokens), std::move(request),
-                                                       std::move(on_text),
-                                                       [reply](Result<GenerateOutcome> r) { (*reply)(std::move(r)); }));
+        st.loop().add(std::make_unique<CompletionLane>(
+            st, st.next_tenant(), std::move(tokens), std::move(request), std::move(on_text),
+            [reply](Result<GenerateOutcome> r) { (*reply)(std::move(r)); }, responses_.get(), std::move(key)));
       },
       [reply](const Error& e) { (*reply)(e); });
 }
@@ -819,7 +868,13 @@ ServiceStats Service::stats() const {
   st.kv_cells_per_seq = cells_per_seq_;
   st.loop = loop_->stats();
   st.pool_slots = params_.pool_slots;
-  st.pool_busy = state.pool_seqs().busy();
+  st.pool_busy = state.pool().busy();
+  st.prefix_cache = state.pool().stats();
+  st.response_cache = responses_->stats();
+  st.render_cache = render_cache_.stats();
+  st.token_cache = token_cache_.stats();
+  st.draft_tokens = state.draft_tokens();
+  st.draft_accepted = state.draft_accepted();
   st.records_pushed = state.gone().pushed.load();
   st.records_dropped = state.gone().dropped.load();
   st.records_rejected = state.gone().rejected.load();

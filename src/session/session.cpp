@@ -306,9 +306,17 @@ Result<std::unique_ptr<SessionQuery>> Session::begin_query(QueryParams params,
     prompt = context_tokens();
   }
   prompt.insert(prompt.end(), question->begin(), question->end());
+  // Drafts are looked up in what the sequence holds before the question too: the session's data.
+  std::vector<Token> history;
+  if (params.generation.draft_max > 0 && region2_start > 0) {
+    history = context_tokens();
+    AOI_CHECK(history.size() >= static_cast<size_t>(region2_start), "the context is shorter than Regions 0-1");
+    history.resize(static_cast<size_t>(region2_start));
+  }
   primary_busy_ = true;
   return std::unique_ptr<SessionQuery>(new SessionQuery(*this, region2_start, n_question, std::move(prompt),
-                                                        std::move(params.generation), std::move(on_text)));
+                                                        std::move(params.generation), std::move(on_text),
+                                                        std::move(history)));
 }
 
 }  // namespace aoi::session

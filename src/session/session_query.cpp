@@ -6,13 +6,14 @@
 namespace aoi::session {
 
 SessionQuery::SessionQuery(Session& session, Pos region2_start, int n_question, std::vector<Token> prompt,
-                           engine::GenerationParams params, std::function<void(std::string_view)> on_text)
+                           engine::GenerationParams params, std::function<void(std::string_view)> on_text,
+                           std::vector<Token> history)
     : session_(session),
       region2_start_(region2_start),
       n_question_(n_question),
       version_(session.data_version()),
       generation_(session.ctx_.model(), session.seq(), region2_start, std::move(prompt), std::move(params),
-                  std::move(on_text)),
+                  std::move(on_text), std::move(history)),
       t_start_(std::chrono::steady_clock::now()) {}
 
 SessionQuery::~SessionQuery() { release(); }
@@ -26,16 +27,22 @@ void SessionQuery::release() {
   session_.cells_.set(session_.primary_cells());
 }
 
-sched::Demand SessionQuery::demand() const {
+sched::Demand SessionQuery::demand() {
   if (generation_.done()) return {};
-  return {generation_.wants_decode() ? 1 : 0, generation_.prompt_left()};
+  sched::Demand d{generation_.wants_decode() ? 1 : 0, generation_.prompt_left()};
+  if (d.decode_rows > 0) {
+    // Answers that quote the data (a price, a timestamp) are where drafts from the session's tokens hold.
+    d.draft_tokens = static_cast<int>(generation_.draft().size());
+    d.draft_acceptance = generation_.draft_acceptance();
+  }
+  return d;
 }
 
 void SessionQuery::add_rows(engine::Batch& batch, const sched::Grant& grant) {
   if (generation_.prompt_left() > 0) {
     generation_.add_rows(batch, grant.prefill);
   } else if (grant.decode) {
-    generation_.add_rows(batch, 0);
+    generation_.add_rows(batch, 0, grant.draft);
   }
 }
 

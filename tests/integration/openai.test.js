@@ -14,6 +14,15 @@ function assertUsage(u) {
   }
   assert.equal(u.total_tokens, u.prompt_tokens + u.completion_tokens);
   assert.ok(u.prompt_tokens > 0);
+  const cached = u.prompt_tokens_details?.cached_tokens;
+  assert.ok(Number.isInteger(cached) && cached >= 0 && cached <= u.prompt_tokens, `cached_tokens: ${JSON.stringify(u)}`);
+}
+
+async function metric(name, labels = '') {
+  const text = await (await fetch(`${ctx.server.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  assert.ok(line, `${name}${labels} in /metrics`);
+  return Number(line.split(' ')[1]);
 }
 
 const messages = [
@@ -151,4 +160,30 @@ test('the SDK ignores unused fields it sends; bad values are errors', async () =
   await assert.rejects(client().chat.completions.create({ model: 'm', messages, max_tokens: -1 }),
     (e) => e instanceof OpenAI.APIError && e.status === 422);
   expectStatus(await post(ctx.server, '/v1/completions', { model: 'm', prompt: 'ok', max_tokens: 1 }), 200);
+});
+
+test('cached prompt tokens: a chat\'s next turn reuses its prefix, an identical request is answered from the cache', async () => {
+  let system = 'You answer questions about the desk. ';
+  for (let i = 0; i < 15; i++) system += `Rule ${i}: keep figures exact. `;
+  const turn1 = [{ role: 'system', content: system }, { role: 'user', content: 'What is the first rule?' }];
+  const hitsBefore = await metric('aoi_response_cache_lookups_total', '{result="hit"}');
+  const first = await client().chat.completions.create({ model: 'm', messages: turn1, max_tokens: 6, temperature: 0 });
+  assertUsage(first.usage);
+  // The same request again: the same answer, every prompt token cached, no inference.
+  const again = await client().chat.completions.create({ model: 'm', messages: turn1, max_tokens: 6, temperature: 0 });
+  assert.equal(again.choices[0].message.content, first.choices[0].message.content);
+  assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens);
+  assert.equal(await metric('aoi_response_cache_lookups_total', '{result="hit"}'), hitsBefore + 1);
+  // The next turn starts from the first turn's prompt and answer, held by its slot.
+  const turn2 = [...turn1, { role: 'assistant', content: first.choices[0].message.content },
+    { role: 'user', content: 'And the second?' }];
+  const second = await client().chat.completions.create({ model: 'm', messages: turn2, max_tokens: 6, temperature: 0 });
+  assertUsage(second.usage);
+  assert.ok(second.usage.prompt_tokens_details.cached_tokens > first.usage.prompt_tokens / 2, JSON.stringify(second.usage));
+  assert.ok(await metric('aoi_prefix_cache_tokens_total') > 0);
+  // Sampled without a seed: never from the cache.
+  const sampled = { model: 'm', messages: turn1, max_tokens: 4, temperature: 0.9 };
+  await client().chat.completions.create(sampled);
+  const s2 = await client().chat.completions.create(sampled);
+  assert.ok(s2.usage.prompt_tokens_details.cached_tokens < s2.usage.prompt_tokens, JSON.stringify(s2.usage));
 });

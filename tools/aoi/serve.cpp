@@ -101,6 +101,29 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
   app.add_option("--pool-slots", o.pool_slots, "parallel stateless completions")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  app.add_option("--prefix-cache-cells", o.prefix_cache_cells,
+                 "KV cells that idle completion slots keep as cached prefixes for later prompts (the radix prefix "
+                 "cache; 0: off; -1: whatever they hold)")
+      ->check(CLI::Range(-1, 1 << 30))
+      ->capture_default_str();
+  app.add_option("--response-cache", o.response_cache,
+                 "answers kept for identical completion requests (greedy or seeded), answered without inference; 0: "
+                 "off")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_flag("--deterministic-seed", o.deterministic_seed,
+               "a sampled completion request without a seed takes one from its prompt (FNV-1a): the same prompt "
+               "gives the same answer, and the response cache may answer it");
+  app.add_option("--draft-max", o.draft_max,
+                 "prompt-lookup drafting: draft tokens per answer and pass at most, verified in the same pass "
+                 "(completions and session questions; 0: off)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--draft-rows", o.draft_rows,
+                 "rows a forward pass carries at about the cost of one on this machine: drafts fill what the "
+                 "decoding answers leave of them, so a busy server drafts nothing")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   app.add_option("--spare-seqs", o.spare_seqs,
                  "sequences recompute eviction rebuilds windows on (0: max-sessions / 4, 1 to 4)")
       ->check(CLI::Range(0, 64))
@@ -229,6 +252,11 @@ int run_serve(const ServeOptions& o) {
                                                    : engine::FlashAttn::kOff;
   sp.max_sessions = o.max_sessions;
   sp.pool_slots = o.pool_slots;
+  sp.prefix_cache_cells = o.prefix_cache_cells;
+  sp.response_cache = o.response_cache;
+  sp.deterministic_seed = o.deterministic_seed;
+  sp.loop.draft.max = o.draft_max;
+  sp.loop.draft.free_rows = o.draft_rows;
   sp.spare_seqs = o.spare_seqs;
   sp.ring_capacity = o.ring_capacity;
   sp.max_flash = o.max_flash;
@@ -260,6 +288,11 @@ int run_serve(const ServeOptions& o) {
       static_cast<double>(stats.kv_cells_total) * static_cast<double>(engine::kv_bytes_per_token(model, sp.context)) /
           1e6,
       stats.kv_cells_per_seq, o.max_sessions, stats.kv_cells_per_seq, o.pool_slots);
+  log::status(stdout,
+              "aoi: completions: prefix cache %s, response cache %zu answers%s, prompt-lookup drafts of up to %d "
+              "tokens in %d free rows per pass\n",
+              sp.prefix_cache_cells == 0 ? "off" : "on", sp.response_cache,
+              sp.deterministic_seed ? " (seeds from prompts)" : "", o.draft_max, o.draft_rows);
   if (sp.store.data_dir.empty()) {
     log::status(stdout, "aoi: sessions in memory only (--memory-only): a restart loses them\n");
   } else {

@@ -31,6 +31,11 @@ struct ServeOptions {
   int idle_timeout = 120;    // seconds a kept-alive connection may wait between requests
   int max_connections = 512;
   int pool_slots = 2;
+  int prefix_cache_cells = -1;  // -1: whatever idle completion sequences hold
+  std::size_t response_cache = 1024;
+  bool deterministic_seed = false;
+  int draft_max = 8;
+  int draft_rows = 4;
   int spare_seqs = 0;
   int io_threads = 2;
   std::size_t ring_capacity = 4096;

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +30,8 @@ struct GenerationParams {
   std::vector<std::string> stop;  // stop strings; the matched text is not part of the answer
   SamplingParams sampling;
   bool keep_first_logits = false;  // copy the logits that chose the first answer token (tests)
+  // Prompt-lookup drafting (engine/draft.h): the longest draft to propose after each sampled token; 0: none.
+  int draft_max = 0;
 };
 
 // Incremental answer text: holds back bytes that may still become a stop string or complete a UTF-8
@@ -59,6 +63,8 @@ struct GenerationResult {
   std::string stop_string;          // the stop string that ended the answer (finish == kStop)
   std::vector<float> first_logits;  // [n_vocab] when keep_first_logits
   int n_prompt = 0;                 // tokens decoded before the first answer token
+  int n_drafted = 0;                // draft tokens verified (decoded beside a sampled token)
+  int n_accepted = 0;               // ... that the model then sampled: each saved a pass
   double prompt_ms = 0;             // time of the prompt's forward passes
   double generate_ms = 0;           // time from the first sample to the end
 };
@@ -67,12 +73,23 @@ struct GenerationResult {
 // for one row per answer token, and samples when the logits it waits for come back. It never decodes by
 // itself: the inference loop puts its rows into a batch beside other work (add_rows), runs the pass, and
 // hands the result back (take). Inference thread only.
+//
+// Prompt-lookup drafting (when params.draft_max > 0): after each sampled token it proposes the tokens that
+// followed the same n-gram earlier in what the sequence holds (draft()). The loop grants some of them, and
+// they are decoded in the same pass as the sampled token, each with its logits. The answer is then sampled
+// row by row exactly as without drafting: while the token sampled from a row equals the draft token decoded
+// after it, that draft token is already in the cache and the next row's logits give the token after it. The
+// first mismatch ends the step and the cells of the drafts after it are removed. Every token is thus sampled
+// from the logits of the same context as without drafting (greedy answers are the same, and a seeded sampler
+// draws the same numbers in the same order); drafting only saves passes.
 class Generation {
  public:
   // Decodes `prompt` (not empty) on `seq` from position `pos`, then samples. The sequence must hold exactly
   // the positions before `pos` that the prompt should see. on_text receives final text as it appears.
+  // history: the tokens the sequence holds at positions [0, pos), when the caller knows them (drafts are
+  // looked up in them too, and held() is then what the sequence holds from position 0); may be empty.
   Generation(const Model& model, SeqId seq, Pos pos, std::vector<Token> prompt, GenerationParams params,
-             std::function<void(std::string_view)> on_text = {});
+             std::function<void(std::string_view)> on_text = {}, std::vector<Token> history = {});
 
   // What it wants from the next pass.
   int prompt_left() const { return prompt_.left(); }
@@ -80,15 +97,19 @@ class Generation {
   bool wants_decode() const { return !done_ && next_ != kNoToken; }
   bool done() const { return done_; }
 
-  // Adds its rows: up to n_prompt prompt tokens, or, once the prompt is in, the token it sampled last.
-  void add_rows(Batch& batch, int n_prompt);
+  // The draft proposed after the token sampled last (empty: none, or drafting is off); at most what can
+  // still be used before max_tokens.
+  std::span<const Token> draft();
+  // Share of verified draft tokens that were accepted so far (a prior of 1/2 before any).
+  double draft_acceptance() const;
+
+  // Adds its rows: up to n_prompt prompt tokens, or, once the prompt is in, the token it sampled last and
+  // the first n_draft tokens of draft().
+  void add_rows(Batch& batch, int n_prompt, int n_draft = 0);
   // The pass ran: advance, and sample when the pass produced the logits this generation waits for.
   void take(Context& ctx);
   // Grouped prefill: the next n prompt tokens' cells came from a leader's sequence.
-  void skip_prompt(int n) {
-    prompt_.skip(n);
-    pos_ += n;
-  }
+  void skip_prompt(int n);
   // Stops where it is (the client went away): done, with what was generated so far.
   void stop();
 
@@ -96,6 +117,9 @@ class Generation {
   Pos next_pos() const { return pos_; }  // first position not yet in the cache
   std::span<const Token> prompt_rest() const { return prompt_.rest(); }
   std::span<const Token> prompt_decoded() const { return prompt_.decoded(); }
+  // The history, then every token this generation put into the cache (prompt, then answer), in order: what
+  // the sequence holds from position 0 when the history covered [0, pos).
+  std::span<const Token> held() const { return held_; }
   Pos start_pos() const { return prompt_.start(); }
   const GenerationResult& result() const { return result_; }
   GenerationResult take_result() { return std::move(result_); }
@@ -114,6 +138,10 @@ class Generation {
   GenerationResult result_;
   Token next_ = kNoToken;  // sampled, waiting for its pass
   int next_row_ = -1;      // its row in the pass being built
+  std::vector<Token> held_;
+  std::vector<Token> draft_;     // proposed after next_
+  size_t draft_for_ = SIZE_MAX;  // held_.size() when draft_ was proposed
+  std::vector<Token> in_pass_;   // draft tokens added to the pass being built (rows after next_row_)
   bool done_ = false;
   std::chrono::steady_clock::time_point t_start_;
   std::chrono::steady_clock::time_point t_first_sample_;

@@ -4,6 +4,7 @@
 // One pass:
 //   poll     every lane says what it wants (decode rows, prefill tokens) or waits
 //   group    lanes about to prefill the same tokens after the same prefix share one prefill (prefix_groups.h)
+//   drafts   draft_plan.h decides how many prompt-lookup draft tokens join each decoding lane's rows
 //   plan     pass_plan.h decides who joins and with how many tokens
 //   decode   the granted lanes add their rows to one batch; one llama_decode
 //   take     each lane reads its rows; followers take the leader's new cells
@@ -26,6 +27,7 @@
 #include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
 #include "aoi/sched/cell_ledger.h"
+#include "aoi/sched/draft_plan.h"
 #include "aoi/sched/lane.h"
 #include "aoi/sched/pass_plan.h"
 
@@ -43,6 +45,7 @@ struct LoopParams {
   int chunk_min = 128;
   int chunk_max = 1024;
   int aging_passes = 32;
+  DraftParams draft;
 };
 
 inline constexpr int kRecentPasses = 64;
@@ -52,6 +55,7 @@ struct LoopStats {
   std::uint64_t tokens = 0;          // rows decoded, all passes
   std::uint64_t backoffs = 0;        // passes rebuilt after the cache had no slot
   std::uint64_t grouped_tokens = 0;  // prefill tokens taken from a group leader instead of decoded
+  std::uint64_t draft_rows = 0;      // draft tokens verified beside decode rows
   int last_pass_tokens = 0;
   double last_pass_ms = 0;
   double max_recent_pass_ms = 0;            // the longest of the last kRecentPasses passes
@@ -114,6 +118,7 @@ class InferenceLoop {
   const LoopParams params_;
   engine::Batch batch_;
   RoundRobin rr_;
+  std::vector<int> drafts_;                      // the pass being built: draft tokens granted to each lane
   std::vector<Entry> lanes_;                     // loop thread
   std::vector<std::unique_ptr<Lane>> incoming_;  // loop thread: added while lanes_ is walked
 

@@ -27,13 +27,19 @@ using Clock = std::chrono::steady_clock;
 struct Demand {
   int decode_rows = 0;     // sampled tokens to decode, one per growing answer; they join together
   int prefill_tokens = 0;  // tokens left to prefill, in order
+  // Prompt-lookup drafts (engine/draft.h) that could be verified beside the decode rows, and the share of
+  // earlier drafts that held (draft_plan.h decides how many join).
+  int draft_tokens = 0;
+  double draft_acceptance = 0.5;
   bool idle() const { return decode_rows == 0 && prefill_tokens == 0; }
 };
 
-// What it got: its decode rows, and how many prefill tokens (a leading chunk of what it asked for).
+// What it got: its decode rows (with draft tokens after them), and how many prefill tokens (a leading chunk
+// of what it asked for).
 struct Grant {
   bool decode = false;
   int prefill = 0;
+  int draft = 0;
 };
 
 class Lane {

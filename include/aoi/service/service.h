@@ -25,6 +25,9 @@
 #include <string_view>
 #include <vector>
 
+#include "aoi/cache/lru_cache.h"
+#include "aoi/cache/response_cache.h"
+#include "aoi/cache/sequence_pool.h"
 #include "aoi/common/error.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/generation.h"
@@ -74,8 +77,20 @@ struct ServiceParams {
   int max_flash = 16;           // flash queries per session
   int flash_max_lag = 8;        // versions a flash round may wait for ingestion to catch up
   std::chrono::milliseconds max_wait{60000};  // longest read-your-writes wait a query may ask for
-  sched::LoopParams loop;                     // pass planning (n_batch is the context's)
+  // Pass planning (n_batch is the context's), and prompt-lookup drafting for completions and session
+  // questions (loop.draft; max 0: off).
+  sched::LoopParams loop;
   StoreParams store;
+  // The stateless endpoints' caches (paper §3.10). prefix_cache_cells: cells idle completion sequences may
+  // keep for later prompts to start from (0: the prefix cache is off; negative: all they hold).
+  int prefix_cache_cells = -1;
+  size_t response_cache = 1024;  // answers kept for identical requests (0: none)
+  size_t render_cache = 256;     // chat-template renderings kept, by their messages
+  size_t token_cache = 64;       // tokenizations kept, by their text
+  // An unseeded sampled request takes its seed from its prompt (FNV-1a of the tokens), as the paper does: the
+  // same prompt then gives the same answer, which the response cache can keep. Off, such a request draws a
+  // fresh seed and is never answered from the cache, as OpenAI's users expect.
+  bool deterministic_seed = false;
 };
 
 struct QueryRequest {
@@ -102,12 +117,16 @@ struct GenerateRequest {
   std::vector<engine::ChatMessage> messages;  // rendered with the chat template, assistant turn opened
   std::optional<std::string> prompt;          // used as is instead of messages
   engine::GenerationParams generation;
+  bool seeded = false;  // the client chose generation.sampling.seed (else it is a fresh random one)
   std::chrono::milliseconds queue_timeout{120000};  // longest wait for a free pool sequence
   std::shared_ptr<std::atomic<bool>> cancelled;
 };
 
 struct GenerateOutcome {
   engine::GenerationResult result;
+  int prompt_tokens = 0;    // the whole prompt
+  int cached_tokens = 0;    // ... of which were not decoded for this request (a cached prefix, or all of it)
+  bool from_cache = false;  // answered from the response cache, without inference
   double queue_ms = 0;
   double total_ms = 0;
 };
@@ -122,6 +141,12 @@ struct ServiceStats {
   int kv_cells_per_seq = 0;  // a session's or a completion's cells at most
   int pool_busy = 0;
   int pool_slots = 0;
+  cache::PrefixCacheStats prefix_cache;
+  cache::LruStats response_cache;
+  cache::LruStats render_cache;
+  cache::LruStats token_cache;
+  std::uint64_t draft_tokens = 0;    // draft tokens verified (completions and session questions)
+  std::uint64_t draft_accepted = 0;  // ... that were accepted
   sched::LoopStats loop;
   std::uint64_t records_pushed = 0;
   std::uint64_t records_dropped = 0;
@@ -285,6 +310,11 @@ class Service {
   std::map<std::string, std::shared_ptr<SessionHandle>, std::less<>> registry_;  // guarded by registry_mu_
   std::set<std::string, std::less<>> creating_;  // ids being created, guarded by registry_mu_
   std::uint64_t next_auto_id_ = 1;               // guarded by registry_mu_
+
+  // The stateless endpoints' caches in front of the loop (thread-safe): any thread fills and reads them.
+  mutable cache::LruCache<std::string> render_cache_;
+  mutable cache::LruCache<std::vector<engine::Token>> token_cache_;
+  std::unique_ptr<cache::ResponseCache> responses_;
 
   std::atomic<std::uint64_t> queries_{0};
   std::atomic<bool> loop_stopped_{false};  // shutdown() ran its final snapshots

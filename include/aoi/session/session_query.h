@@ -21,7 +21,7 @@ class SessionQuery {
   SessionQuery(const SessionQuery&) = delete;
   SessionQuery& operator=(const SessionQuery&) = delete;
 
-  sched::Demand demand() const;
+  sched::Demand demand();
   void add_rows(engine::Batch& batch, const sched::Grant& grant);
   void take();
   bool done() const { return generation_.done(); }
@@ -34,8 +34,10 @@ class SessionQuery {
 
  private:
   friend class Session;
+  // history: the tokens before region2_start, for drafting (may be empty).
   SessionQuery(Session& session, Pos region2_start, int n_question, std::vector<Token> prompt,
-               engine::GenerationParams params, std::function<void(std::string_view)> on_text);
+               engine::GenerationParams params, std::function<void(std::string_view)> on_text,
+               std::vector<Token> history);
   void release();
 
   Session& session_;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <map>
@@ -20,8 +21,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// n_ctx: cells in all, split between max_sessions + 2 completion slots + the spares.
-std::unique_ptr<Service> start(int n_ctx = 20480, int n_batch = 256, int max_sessions = 6) {
+// n_ctx: cells in all, split between max_sessions + 2 completion slots + the spares. tweak: other settings.
+std::unique_ptr<Service> start(int n_ctx = 20480, int n_batch = 256, int max_sessions = 6,
+                               const std::function<void(ServiceParams&)>& tweak = {}) {
   ServiceParams p;
   p.model.path = test::model_path("test-micro");
   p.context = {.n_ctx = static_cast<std::uint32_t>(n_ctx),
@@ -29,6 +31,7 @@ std::unique_ptr<Service> start(int n_ctx = 20480, int n_batch = 256, int max_ses
                .n_ubatch = static_cast<std::uint32_t>(n_batch)};
   p.max_sessions = max_sessions;
   test::use_test_threads(p.context);
+  if (tweak) tweak(p);
   auto s = Service::start(p);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(s).value() : nullptr;
@@ -337,7 +340,12 @@ TEST(Admission, RetentionIsHonouredOrRefusedNeverShrunk) {
 }
 
 TEST(GroupedPrefill, IdenticalCompletionsPrefillTheirPromptOnce) {
-  AOI_SERVICE(svc);
+  // Without the caches: the response cache would answer the identical requests, and the first one's prompt
+  // would be cached for the others (stateless_test covers both).
+  AOI_SERVICE(svc, 20480, 256, 6, [](ServiceParams& p) {
+    p.response_cache = 0;
+    p.prefix_cache_cells = 0;
+  });
   GenerateRequest r;
   std::string system = "You are a careful assistant. ";
   for (int i = 0; i < 12; ++i) system += "Rule " + std::to_string(i) + ": answer in few words. ";

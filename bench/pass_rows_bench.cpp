@@ -1,0 +1,102 @@
+// What a forward pass costs for the number of rows it carries, each with its logits, as decode steps with
+// drafts have them: the basis of --draft-rows (the rows a pass carries at about the cost of one). Two
+// layouts: all rows on one sequence (one answer and its draft tokens), and one row on each of R sequences (R
+// answers decoding together). Each sequence holds --depth tokens first. Prints; never asserts.
+//
+//   aoi-bench-pass-rows [--model FILE] [--threads N] [--depth N] [--rows 1,2,3,4,6,8,12,16] [--reps N]
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "aoi/engine/batch.h"
+#include "aoi/engine/context.h"
+#include "aoi/engine/model.h"
+
+namespace {
+
+namespace engine = aoi::engine;
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"forward pass cost by rows (prints; never asserts)"};
+  std::string model_path = "models/smollm2-135m-q8_0.gguf";
+  int threads = 2, depth = 512, reps = 7;
+  std::vector<int> rows = {1, 2, 3, 4, 5, 6, 8, 12, 16};
+  app.add_option("--model", model_path)->check(CLI::ExistingFile);
+  app.add_option("--threads", threads);
+  app.add_option("--depth", depth, "tokens each sequence holds before the measured passes");
+  app.add_option("--rows", rows)->delimiter(',');
+  app.add_option("--reps", reps, "passes per point (the median is kept)");
+  CLI11_PARSE(app, argc, argv);
+
+  engine::ModelParams mp;
+  mp.path = model_path;
+  auto model = engine::Model::load(mp);
+  if (!model) {
+    std::fprintf(stderr, "%s\n", model.error().message.c_str());
+    return 1;
+  }
+  const int max_rows = *std::max_element(rows.begin(), rows.end());
+  engine::ContextParams cp;
+  cp.n_seq_max = static_cast<std::uint32_t>(max_rows);
+  cp.kv_unified = false;
+  cp.n_ctx = static_cast<std::uint32_t>((depth + max_rows + 64) * max_rows);
+  cp.n_batch = cp.n_ubatch = 512;
+  cp.n_threads = cp.n_threads_batch = threads;
+  auto ctx = engine::Context::create(**model, cp);
+  if (!ctx) {
+    std::fprintf(stderr, "%s\n", ctx.error().message.c_str());
+    return 1;
+  }
+  engine::Context& c = **ctx;
+  const int n_vocab = (*model)->n_vocab();
+  // The same filler tokens in every sequence (their values do not matter for the cost).
+  engine::Batch batch(512);
+  for (int s = 0; s < max_rows; ++s) {
+    for (int p = 0; p < depth; p += 512) {
+      batch.clear();
+      for (int i = p; i < std::min(depth, p + 512); ++i) batch.add((i * 7919) % n_vocab, i, s, false);
+      if (c.decode(batch) != engine::DecodeOutcome::kOk) return 1;
+    }
+  }
+  std::printf("model %s, %d threads, depth %d, flash attention off, logits for every row; median of %d passes\n",
+              (*model)->description().c_str(), threads, depth, reps);
+  std::printf("%6s  %18s  %10s  %18s  %10s\n", "rows", "one sequence (ms)", "vs 1 row", "R sequences (ms)", "vs 1 row");
+  double base_one = 0, base_many = 0;
+  for (int r : rows) {
+    auto time = [&](bool one_sequence) {
+      std::vector<double> ms;
+      for (int k = 0; k < reps + 1; ++k) {
+        batch.clear();
+        for (int i = 0; i < r; ++i) {
+          const engine::SeqId seq = one_sequence ? 0 : i;
+          const engine::Pos pos = one_sequence ? depth + i : depth;
+          batch.add((i * 31 + k) % n_vocab, pos, seq, true);
+        }
+        const auto t0 = Clock::now();
+        if (c.decode(batch) != engine::DecodeOutcome::kOk) return -1.0;
+        const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        if (k > 0) ms.push_back(t);  // the first is a warm-up
+        // Back to `depth` tokens per sequence.
+        for (int i = 0; i < (one_sequence ? 1 : r); ++i) c.seq_remove(i, depth, -1);
+      }
+      return median(ms);
+    };
+    const double one = time(true);
+    const double many = time(false);
+    if (r == rows.front()) base_one = one, base_many = many;
+    std::printf("%6d  %18.2f  %9.2fx  %18.2f  %9.2fx\n", r, one, one / base_one, many, many / base_many);
+  }
+  return 0;
+}

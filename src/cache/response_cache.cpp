@@ -1,0 +1,47 @@
+#include "aoi/cache/response_cache.h"
+
+#include <cstring>
+
+namespace aoi::cache {
+namespace {
+
+template <class T>
+void append(std::string& out, const T& value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+}  // namespace
+
+std::string response_key(std::span<const engine::Token> prompt, const engine::GenerationParams& params) {
+  std::string key;
+  key.reserve(prompt.size() * sizeof(engine::Token) + 64);
+  append(key, static_cast<std::uint64_t>(prompt.size()));
+  for (engine::Token t : prompt) append(key, t);
+  append(key, params.max_tokens);
+  append(key, static_cast<std::uint64_t>(params.stop.size()));
+  for (const auto& s : params.stop) {
+    append(key, static_cast<std::uint64_t>(s.size()));
+    key += s;
+  }
+  const engine::SamplingParams& sp = params.sampling;
+  const bool greedy = sp.temperature <= 0.0f;
+  append(key, static_cast<std::uint8_t>(greedy));
+  if (!greedy) {
+    append(key, sp.temperature);
+    append(key, sp.top_p);
+    append(key, sp.top_k);
+    append(key, sp.seed);
+  }
+  return key;
+}
+
+engine::GenerationResult cacheable(const engine::GenerationResult& result) {
+  engine::GenerationResult out = result;
+  out.first_logits.clear();
+  out.first_logits.shrink_to_fit();
+  return out;
+}
+
+}  // namespace aoi::cache
