@@ -1,8 +1,10 @@
 // Ingestion throughput against llama.cpp's own prefill rate, and session-query latency idle vs behind a
-// heavy ingestion backlog. Same model, threads, batch size and depth, measured in one run. Prints; never
-// asserts.
+// heavy ingestion backlog. Same model and engine settings (printed), one system timed at a time, each warmed
+// up, every measurement repeated (the median kept), in one run. Prints the docs' tables (bench/ingest/run.sh
+// writes them for bench/update_docs.py); never asserts.
 //
-//   aoi-bench-ingest [--model FILE] [--threads N] [--batch N] [--tokens N] [--depths 0,4096]
+//   aoi-bench-ingest [--model FILE] [--threads N] [--batch N] [--tokens N] [--depths 0,4096] [--repeats N]
+//                    [--queries N] [--flash-attn on|off] [--markdown FILE] [--commit SHA]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <numeric>
@@ -120,20 +124,111 @@ bool wait_for(aoi::service::Service& svc, std::uint64_t seq) {
   return done;
 }
 
+// One aoi ingestion run at a depth, in a service of its own (freed before it returns): the session is filled
+// to the depth (untimed), then a burst of `tokens` worth of bars is timed from the push to the last record
+// ingested.
+struct IngestRun {
+  double tps = 0;  // record tokens ingested per second
+  std::uint64_t passes = 0;
+};
+
+IngestRun aoi_ingest(const std::string& model, aoi::engine::Model& m, const aoi::engine::ContextParams& cp, int depth,
+                     int tokens, int max_depth) {
+  const int window = max_depth + 2 * tokens + 512;
+  auto svc = start(model, cp, window);
+  must(svc->create_session(session_config(window)), "session");
+  const int tokens_per_bar = static_cast<int>(m.tokenize(bars(1, 0)[0] + "\n", false, false).size());
+  const int warm_bars = depth / tokens_per_bar;
+  int bar = 0;
+  if (warm_bars > 0) {
+    const auto r = must(svc->push_text("bench", bars(warm_bars, 0)), "push");
+    wait_for(*svc, r.last_seq);
+    bar = warm_bars;
+  }
+  // The pass count is read between two passes: the records' event comes before their pass is counted.
+  svc->run_on_inference_thread([] {});
+  const std::uint64_t tokens_before = svc->handle("bench")->counters().tokens_ingested.load();
+  const std::uint64_t steps_before = svc->passes();
+  const auto t0 = Clock::now();
+  const auto r = must(svc->push_text("bench", bars(tokens / tokens_per_bar, bar)), "push");
+  wait_for(*svc, r.last_seq);
+  const double secs = seconds_since(t0);
+  svc->run_on_inference_thread([] {});
+  const std::uint64_t ingested = svc->handle("bench")->counters().tokens_ingested.load() - tokens_before;
+  return {static_cast<double>(ingested) / secs, svc->passes() - steps_before};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+const char* kv_type_name(aoi::engine::KvType t) {
+  switch (t) {
+    case aoi::engine::KvType::kF32: return "f32";
+    case aoi::engine::KvType::kF16: return "f16";
+    case aoi::engine::KvType::kBF16: return "bf16";
+    case aoi::engine::KvType::kQ8_0: return "q8_0";
+    case aoi::engine::KvType::kQ4_0: return "q4_0";
+  }
+  return "?";
+}
+
+// printf into a string.
+template <class... Args>
+void add(std::string& out, const char* format, Args... args) {
+  char buf[2048];
+  std::snprintf(buf, sizeof(buf), format, args...);
+  out += buf;
+}
+
+// The command as typed, for the table, without the options that only say where its output goes.
+std::string command_line(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--markdown" || arg == "--commit") {
+      ++i;
+      continue;
+    }
+    if (arg.rfind("--markdown=", 0) == 0 || arg.rfind("--commit=", 0) == 0) continue;
+    if (!out.empty()) out += ' ';
+    out += arg.find_first_of(" \t'\"$") == std::string::npos ? arg : "'" + arg + "'";
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"aoi ingestion and query-under-load benchmark"};
   std::string model = "models/smollm2-135m-q8_0.gguf";
-  int threads = 2, batch = 512, tokens = 2048, queries = 5;
+  int threads = 2, batch = 512, tokens = 2048, queries = 5, repeats = 3;
+  std::string flash_attn = "off", markdown_file, commit, command;
   std::vector<int> depths = {0, 4096};
   app.add_option("-m,--model", model, "GGUF model")->check(CLI::ExistingFile);
-  app.add_option("-t,--threads", threads);
-  app.add_option("-b,--batch", batch);
-  app.add_option("--tokens", tokens, "tokens ingested per measurement");
+  app.add_option("-t,--threads", threads, "CPU threads, decode and prefill")->check(CLI::PositiveNumber);
+  app.add_option("-b,--batch", batch, "tokens per forward pass (batch = ubatch)")->check(CLI::PositiveNumber);
+  app.add_option("--flash-attn", flash_attn, "flash attention, both systems")->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--tokens", tokens, "tokens ingested per measurement")->check(CLI::PositiveNumber);
   app.add_option("--depths", depths, "context depths")->delimiter(',');
-  app.add_option("--queries", queries, "queries per latency measurement");
+  app.add_option("--repeats", repeats, "timed runs of each ingestion measurement and of one batch (median kept)")
+      ->check(CLI::Range(1, 99));
+  app.add_option("--queries", queries, "timed queries per latency measurement, after a warm-up (median kept)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--markdown", markdown_file, "write the docs' tables (commit, settings, medians) to this file");
+  app.add_option("--commit", commit, "the commit the tables name (default: $AOI_BENCH_COMMIT)");
+  app.add_option("--command", command, "the command the tables name (default: this one)");
   CLI11_PARSE(app, argc, argv);
+  if (commit.empty()) {
+    const char* env = std::getenv("AOI_BENCH_COMMIT");
+    commit = env != nullptr && *env != '\0' ? env : "unknown";
+  }
+  if (command.empty()) command = command_line(argc, argv);
 
   auto loaded = aoi::engine::Model::load({model});
   if (!loaded) {
@@ -147,47 +242,59 @@ int main(int argc, char** argv) {
   cp.n_batch = cp.n_ubatch = static_cast<std::uint32_t>(batch);
   cp.n_threads = cp.n_threads_batch = threads;
   cp.n_seq_max = 4;
-  std::printf("model %s (%s), %d threads, batch %d\n\n", model.c_str(), m.description().c_str(), threads, batch);
+  cp.flash_attn = flash_attn == "on" ? aoi::engine::FlashAttn::kOn : aoi::engine::FlashAttn::kOff;
+  std::string md;
+  add(md, "Measured at commit `%s`: `%s`\n\n", commit.c_str(), command.c_str());
+  add(md,
+      "Engine settings, llama.cpp and aoi alike: model %s (%s), threads %d for decode and %d for prefill, batch %u, "
+      "ubatch %u, KV cache K %s V %s, flash attention %s, CPU only. One system is timed at a time; each is warmed up "
+      "(untimed) before the first timing.\n\n",
+      std::filesystem::path(model).filename().string().c_str(), m.description().c_str(), cp.n_threads,
+      cp.n_threads_batch, cp.n_batch, cp.n_ubatch, kv_type_name(cp.type_k), kv_type_name(cp.type_v),
+      flash_attn.c_str());
+  std::printf("%s", md.c_str());
+  std::fflush(stdout);
 
-  std::printf("## Ingestion vs llama.cpp prefill (%d tokens per measurement)\n\n", tokens);
-  // The engine's rate is measured just before and just after aoi's, and aoi is compared with their mean: on a
-  // shared machine the rate drifts between runs by more than the gap measured here.
-  std::printf(
-      "| depth | llama.cpp prefill tok/s (before, after) | aoi ingestion tok/s (record tokens) | ratio | "
-      "batches |\n");
-  std::printf("|---:|---:|---:|---:|---:|\n");
+  // Ingestion: llama.cpp's prefill and aoi's ingestion of the same number of tokens at the same depth, the two
+  // alternating (raw, aoi, aoi, raw, raw, ...) so that a drift of the machine's speed reaches both alike.
+  std::printf("warm-up: llama.cpp prefill and aoi ingestion of %d tokens at depth 0 (untimed)\n", tokens);
+  std::fflush(stdout);
+  raw_prefill_tps(m, cp, 0, tokens);
+  aoi_ingest(model, m, cp, 0, tokens, max_depth);
+  add(md, "**Ingestion against llama.cpp's prefill (%d tokens per measurement, %d runs each, alternating)**\n\n",
+      tokens, repeats);
+  add(md,
+      "| depth | llama.cpp prefill tok/s, median (min-max) | aoi ingestion tok/s (record tokens), median (min-max) "
+      "| ratio | forward passes |\n");
+  add(md, "|---:|---:|---:|---:|---:|\n");
   for (int depth : depths) {
-    const double raw_before = raw_prefill_tps(m, cp, depth, tokens);
-    const int window = max_depth + 2 * tokens + 512;
-    auto svc = start(model, cp, window);
-    must(svc->create_session(session_config(window)), "session");
-    // Fill to the depth, wait, then time a burst of `tokens` worth of bars from push to ingested.
-    const int tokens_per_bar = static_cast<int>(m.tokenize(bars(1, 0)[0] + "\n", false, false).size());
-    const int warm_bars = depth / tokens_per_bar;
-    int bar = 0;
-    if (warm_bars > 0) {
-      const auto r = must(svc->push_text("bench", bars(warm_bars, 0)), "push");
-      wait_for(*svc, r.last_seq);
-      bar = warm_bars;
+    std::vector<double> raw, ours, passes;
+    for (int r = 0; r < repeats; ++r) {
+      auto run_raw = [&] { raw.push_back(raw_prefill_tps(m, cp, depth, tokens)); };
+      auto run_aoi = [&] {
+        const IngestRun run = aoi_ingest(model, m, cp, depth, tokens, max_depth);
+        ours.push_back(run.tps);
+        passes.push_back(static_cast<double>(run.passes));
+      };
+      if (r % 2 == 0) {
+        run_raw();
+        run_aoi();
+      } else {
+        run_aoi();
+        run_raw();
+      }
+      std::printf("depth %d, run %d: llama.cpp %.1f tok/s, aoi %.1f tok/s in %.0f passes\n", depth, r + 1, raw.back(),
+                  ours.back(), passes.back());
+      std::fflush(stdout);
     }
-    const std::uint64_t tokens_before = svc->handle("bench")->counters().tokens_ingested.load();
-    const std::uint64_t steps_before = svc->passes();
-    const auto t0 = Clock::now();
-    const auto r = must(svc->push_text("bench", bars(tokens / tokens_per_bar, bar)), "push");
-    wait_for(*svc, r.last_seq);
-    const double secs = seconds_since(t0);
-    const std::uint64_t ingested = svc->handle("bench")->counters().tokens_ingested.load() - tokens_before;
-    const double tps = static_cast<double>(ingested) / secs;
-    const std::uint64_t passes = svc->passes() - steps_before;
-    svc.reset();
-    const double raw_after = raw_prefill_tps(m, cp, depth, tokens);
-    const double raw = (raw_before + raw_after) / 2;
-    std::printf("| %d | %.1f (%.1f, %.1f) | %.1f | %.1f%% | %llu |\n", depth, raw, raw_before, raw_after, tps,
-                100.0 * tps / raw, static_cast<unsigned long long>(passes));
-    std::fflush(stdout);
+    const double raw_tps = median(raw), aoi_tps = median(ours);
+    std::string pass_text = std::to_string(static_cast<long long>(min_of(passes)));
+    if (max_of(passes) != min_of(passes)) pass_text += "-" + std::to_string(static_cast<long long>(max_of(passes)));
+    add(md, "| %d | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.1f%% | %s |\n", depth, raw_tps, min_of(raw), max_of(raw),
+        aoi_tps, min_of(ours), max_of(ours), 100.0 * aoi_tps / raw_tps, pass_text.c_str());
   }
+  add(md, "\n");
 
-  std::printf("\n## Session query latency: idle vs behind an ingestion backlog\n\n");
   {
     const int window = max_depth + 4 * tokens + 512;
     auto svc = start(model, cp, window);
@@ -197,36 +304,55 @@ int main(int argc, char** argv) {
     aoi::service::QueryRequest q;
     q.question = "Is the trend UP or DOWN? Answer with one word.";
     q.generation.max_tokens = 1;
-    std::vector<double> idle, loaded_ms;
+    must(svc->query("bench", q), "query");  // the warm-up, untimed
+    std::vector<double> idle, loaded_ms, batch_ms;
     for (int i = 0; i < queries; ++i) idle.push_back(must(svc->query("bench", q), "query").total_ms);
     // One ingestion batch, measured alone.
-    const auto t_batch = Clock::now();
-    const auto one = must(svc->push_text("bench", bars(batch / 40, 5000)), "push");
-    wait_for(*svc, one.last_seq);
-    const double batch_ms = seconds_since(t_batch) * 1000;
+    const int batch_bars = batch / 40;
+    int batch_tokens = 0;
+    for (int r = 0; r < repeats; ++r) {
+      const auto t_batch = Clock::now();
+      const std::uint64_t before = svc->handle("bench")->counters().tokens_ingested.load();
+      const auto one = must(svc->push_text("bench", bars(batch_bars, 5000 + r * batch_bars)), "push");
+      wait_for(*svc, one.last_seq);
+      batch_ms.push_back(seconds_since(t_batch) * 1000);
+      batch_tokens = static_cast<int>(svc->handle("bench")->counters().tokens_ingested.load() - before);
+    }
     // A backlog far longer than the queries: each query lands behind it.
-    const auto backlog = must(svc->push_text("bench", bars(4 * tokens / 35, 6000)), "push");
+    const auto backlog_bars = bars(4 * tokens / 35, 6000);
+    std::size_t backlog_tokens = 0;
+    for (const auto& line : backlog_bars) backlog_tokens += m.tokenize(line + "\n", false, false).size();
+    const auto backlog = must(svc->push_text("bench", backlog_bars), "push");
     // The context deepens as the backlog drains, and every pass with it: the bound takes the longest
     // ingestion pass seen while the queries ran (the session's last append when each query returns).
-    double pass_ms = batch_ms;
+    double pass_ms = median(batch_ms);
     for (int i = 0; i < queries; ++i) {
       loaded_ms.push_back(must(svc->query("bench", q), "query").total_ms);
       pass_ms = std::max(pass_ms, svc->session("bench")->ingest_ms);
       std::this_thread::sleep_for(50ms);
     }
     const bool drained = svc->session("bench")->last_seq_ingested >= backlog.last_seq;
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    auto maxv = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-    std::printf("| | median ms | max ms |\n|---|---:|---:|\n");
-    std::printf("| query, idle | %.1f | %.1f |\n", median(idle), maxv(idle));
-    std::printf("| one ingestion batch (~%d tokens) | %.1f | |\n", batch, batch_ms);
-    std::printf("| query behind the backlog%s | %.1f | %.1f |\n", drained ? " (backlog drained early!)" : "",
-                median(loaded_ms), maxv(loaded_ms));
-    std::printf("| longest ingestion pass during the queries | %.1f | |\n", pass_ms);
-    std::printf("| bound: idle + that pass | %.1f | %.1f |\n", median(idle) + pass_ms, maxv(idle) + pass_ms);
+    add(md,
+        "**A question behind a backlog (%d questions each, after an untimed one; one batch: %d runs; depth about "
+        "%d tokens)**\n\n",
+        queries, repeats, max_depth);
+    add(md, "| question, max_tokens 1 | median ms | max ms |\n|---|---:|---:|\n");
+    add(md, "| idle | %.1f | %.1f |\n", median(idle), max_of(idle));
+    add(md, "| one ingestion batch alone (%d tokens of bars) | %.1f | %.1f |\n", batch_tokens, median(batch_ms),
+        max_of(batch_ms));
+    add(md, "| behind a backlog of ~%zu tokens of bars%s | %.1f | %.1f |\n", backlog_tokens,
+        drained ? " (the backlog drained before the last question!)" : "", median(loaded_ms), max_of(loaded_ms));
+    add(md, "| longest ingestion pass while the questions ran | %.1f | |\n", pass_ms);
+    add(md, "| bound: idle + that pass | %.1f | %.1f |\n", median(idle) + pass_ms, max_of(idle) + pass_ms);
+  }
+  std::printf("\n<!-- ingest markdown -->\n%s", md.c_str());
+  if (!markdown_file.empty()) {
+    std::ofstream out(markdown_file);
+    out << md;
+    if (!out) {
+      std::fprintf(stderr, "cannot write %s\n", markdown_file.c_str());
+      return 1;
+    }
   }
   return 0;
 }

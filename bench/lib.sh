@@ -43,3 +43,11 @@ bench_commit() {
   [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && c="$c+changes"
   echo "$c"
 }
+
+# quote_args ARG...: the arguments as a command line shows them (" a 'b c'"), for the command a table names.
+quote_args() {
+  local a
+  for a in "$@"; do
+    if [[ "$a" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then printf ' %s' "$a"; else printf " '%s'" "${a//\'/\'\\\'\'}"; fi
+  done
+}

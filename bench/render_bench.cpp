@@ -6,6 +6,7 @@
 // Every path includes building the token vector. The model comes from AOI_BENCH_MODEL, else
 // models/smollm2-135m-q8_0.gguf, else build-render/models/test-micro.gguf (paths relative to the working
 // directory); only its tokenizer matters. Prints the renderer's own choice and which path was fastest (CPU time).
+// bench/microbench_report.py runs it with repetitions and prints the docs' table of medians.
 #include <benchmark/benchmark.h>
 
 #include <chrono>

@@ -8,7 +8,7 @@
 // drops_per_record; the Time column is per batch of kBatch records.
 //
 // Two-thread figures need two idle cores: on a shared machine they swing several-fold with other load, so
-// run with --benchmark_repetitions and read medians.
+// run with --benchmark_repetitions and read medians (bench/microbench_report.py does, and prints the docs' table).
 #include <benchmark/benchmark.h>
 
 #include <atomic>

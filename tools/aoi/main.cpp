@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,27 @@ std::vector<std::string> with_long_names(int argc, char** argv) {
     if (args[i] == "-ub" || args[i].rfind("-ub=", 0) == 0) args[i] = "--ubatch-size" + args[i].substr(3);
   }
   return args;
+}
+
+// The command as typed, for a benchmark's table, without the options that only say where its output goes.
+std::string command_line(int argc, char** argv, const std::vector<std::string>& leave_out) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    bool skip = false;
+    for (const auto& name : leave_out) {
+      if (arg == name) {
+        ++i;  // and its value
+        skip = true;
+      } else if (arg.rfind(name + "=", 0) == 0) {
+        skip = true;
+      }
+    }
+    if (skip) continue;
+    if (!out.empty()) out += ' ';
+    out += arg.find_first_of(" \t'\"$") == std::string::npos ? arg : "'" + arg + "'";
+  }
+  return out;
 }
 
 }  // namespace
@@ -55,7 +77,12 @@ int main(int argc, char** argv) {
   rp->add_option("--retention-tokens", replay.retention_tokens, "Region 1 window (default: above the last checkpoint)");
   rp->add_option("--eviction", eviction, "eviction policy")->check(CLI::IsMember({"recompute", "shift"}));
   rp->add_option("--modes", modes, "modes to run")->delimiter(',')->check(CLI::IsMember({"stateful", "naive"}));
-  rp->add_option("--csv", replay.csv, "write the measurements as CSV");
+  rp->add_option("--repeats", replay.repeats, "timed runs of each question after a warm-up (the median is kept)")
+      ->check(CLI::Range(1, 99));
+  rp->add_option("--csv", replay.csv, "write the measurements as CSV (every timed run)");
+  rp->add_option("--markdown", replay.markdown, "write the docs' table (commit, settings, medians) to this file");
+  rp->add_option("--commit", replay.commit, "the commit the table names (default: $AOI_BENCH_COMMIT)");
+  rp->add_option("--command", replay.command, "the command the table names (default: this one)");
 
   aoi::cli::ServeOptions serve;
   CLI::App* sv = app.add_subcommand("serve", "run the HTTP server");
@@ -97,6 +124,10 @@ int main(int argc, char** argv) {
     replay.eviction =
         eviction == "shift" ? aoi::session::EvictionPolicy::kShift : aoi::session::EvictionPolicy::kRecompute;
     replay.flash_attn = flash_attn == "on";
+    if (replay.commit.empty()) {
+      if (const char* commit = std::getenv("AOI_BENCH_COMMIT")) replay.commit = commit;
+    }
+    if (replay.command.empty()) replay.command = command_line(argc, argv, {"--markdown", "--commit", "--csv"});
     replay.modes.clear();
     for (const auto& m : modes) {
       replay.modes.push_back(m == "naive" ? aoi::session::SessionMode::kNaive : aoi::session::SessionMode::kStateful);

@@ -1,6 +1,7 @@
 // aoi replay: streams records into a session of an in-process service (the server's inference loop, no HTTP)
 // and times questions at chosen context sizes, in stateful and naive (recompute-per-query) mode, on the same
-// model and threads.
+// model and engine settings: one mode at a time, each warmed up, each question timed --repeats times (the
+// median kept). Prints the docs' table (bench/replay/run.sh writes it for bench/update_docs.py).
 #include "replay.h"
 
 #include <spdlog/spdlog.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -28,11 +30,13 @@ struct Measurement {
   int context_tokens = 0;
   int records = 0;
   std::string question;
-  double ms = 0;
-  double prompt_ms = 0;
+  std::vector<double> runs_ms;         // each timed run
+  std::vector<double> runs_prompt_ms;  // the question's prefill in each run
+  double ms = 0;                       // the median of runs_ms
   int prompt_tokens = 0;
   std::string answer;
   std::vector<engine::Token> tokens;
+  bool runs_agree = true;  // every run answered the same tokens
 };
 
 struct ModeRun {
@@ -40,6 +44,69 @@ struct ModeRun {
   double ingest_ms = 0;
   std::uint64_t tokens_ingested = 0;
 };
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+const char* kv_type_name(engine::KvType t) {
+  switch (t) {
+    case engine::KvType::kF32: return "f32";
+    case engine::KvType::kF16: return "f16";
+    case engine::KvType::kBF16: return "bf16";
+    case engine::KvType::kQ8_0: return "q8_0";
+    case engine::KvType::kQ4_0: return "q4_0";
+  }
+  return "?";
+}
+
+// The window: by default nothing is evicted before the last checkpoint (the append that reaches it may
+// overshoot it by a batch): eviction is not what this measures.
+int window_tokens(const ReplayOptions& o) {
+  const int max_checkpoint = *std::max_element(o.checkpoints.begin(), o.checkpoints.end());
+  return o.retention_tokens > 0 ? o.retention_tokens : max_checkpoint + 4096;
+}
+
+// The same service, engine settings included, for both modes.
+service::ServiceParams service_params(const ReplayOptions& o) {
+  const int window = window_tokens(o);
+  service::ServiceParams p;
+  p.model.path = o.model;
+  // Two sequences (the session's, a spare for recompute eviction's rebuilds), each the window, the system
+  // text and a question.
+  p.context.n_ctx = static_cast<std::uint32_t>(2 * (window + 1024));
+  p.context.n_batch = static_cast<std::uint32_t>(o.batch_size);
+  p.context.n_ubatch = p.context.n_batch;
+  p.context.n_threads = o.threads;
+  p.context.n_threads_batch = o.threads;
+  p.context.flash_attn = o.flash_attn ? engine::FlashAttn::kOn : engine::FlashAttn::kOff;
+  p.max_sessions = 1;
+  p.pool_slots = 0;
+  p.max_flash = 0;
+  // One append per pushed batch of records, as the records arrive (the append is chunked into passes).
+  p.ingest_batch_tokens = 1 << 30;
+  p.ring_capacity = static_cast<size_t>(std::max(1024, 4 * o.batch_records));
+  return p;
+}
+
+std::string settings_text(const ReplayOptions& o, const std::string& model_description) {
+  const service::ServiceParams p = service_params(o);
+  const engine::ContextParams& c = p.context;
+  const std::string model_name = std::filesystem::path(o.model).filename().string();
+  const std::string where =
+      p.model.n_gpu_layers == 0 ? "CPU only" : std::to_string(p.model.n_gpu_layers) + " layers on the GPU";
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "model %s (%s), threads %d for decode and %d for prefill, batch %u, ubatch %u, KV cache K %s V %s "
+                "(%u cells), flash attention %s, %s",
+                model_name.c_str(), model_description.c_str(), c.n_threads, c.n_threads_batch, c.n_batch, c.n_ubatch,
+                kv_type_name(c.type_k), kv_type_name(c.type_v), c.n_ctx,
+                c.flash_attn == engine::FlashAttn::kOn ? "on" : "off", where.c_str());
+  return buf;
+}
 
 class RecordSource {
  public:
@@ -88,35 +155,39 @@ void wait_ingested(service::Service& svc, const std::string& id, std::uint64_t s
   events.unsubscribe(token);
 }
 
+service::QueryRequest make_query(const ReplayOptions& o, const std::string& question) {
+  service::QueryRequest q;
+  q.question = question;
+  q.generation.max_tokens = o.max_tokens;
+  q.generation.stop = {"\x01"};  // never occurs: keeps the question off the flash cache and the fast paths
+  return q;
+}
+
+// What a question must leave as it found it: asked again, it meets the same state.
+struct SessionState {
+  int data_tokens = 0;
+  int scaffold_tokens = 0;
+  int records = 0;
+  std::uint64_t data_version = 0;
+  int kv_cells_used = 0;
+  bool operator==(const SessionState&) const = default;
+};
+
+Result<SessionState> session_state(service::Service& svc) {
+  auto snap = svc.session("replay");
+  if (!snap) return snap.error();
+  return SessionState{snap->data_tokens, snap->scaffold_tokens, snap->records, snap->data_version, snap->kv_cells_used};
+}
+
 Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
-  const int max_checkpoint = *std::max_element(o.checkpoints.begin(), o.checkpoints.end());
-  // By default nothing is evicted before the last checkpoint (the append that reaches it may overshoot it by
-  // a batch): eviction is not what this measures.
-  const int window = o.retention_tokens > 0 ? o.retention_tokens : max_checkpoint + 4096;
-  service::ServiceParams p;
-  p.model.path = o.model;
-  // Two sequences (the session's, a spare for recompute eviction's rebuilds), each the window, the system
-  // text and a question.
-  p.context.n_ctx = static_cast<std::uint32_t>(2 * (window + 1024));
-  p.context.n_batch = static_cast<std::uint32_t>(o.batch_size);
-  p.context.n_ubatch = p.context.n_batch;
-  p.context.n_threads = o.threads;
-  p.context.n_threads_batch = o.threads;
-  p.context.flash_attn = o.flash_attn ? engine::FlashAttn::kOn : engine::FlashAttn::kOff;
-  p.max_sessions = 1;
-  p.pool_slots = 0;
-  p.max_flash = 0;
-  // One append per pushed batch of records, as the records arrive (the append is chunked into passes).
-  p.ingest_batch_tokens = 1 << 30;
-  p.ring_capacity = static_cast<size_t>(std::max(1024, 4 * o.batch_records));
-  auto started = service::Service::start(p);
+  auto started = service::Service::start(service_params(o));
   if (!started) return started.error();
   service::Service& svc = **started;
   session::SessionConfig config;
   config.id = "replay";
   config.system = o.system;
   config.mode = mode;
-  config.retention.max_tokens = window;
+  config.retention.max_tokens = window_tokens(o);
   config.retention.policy = o.eviction;
   config.query_budget = 256;
   if (auto created = svc.create_session(config); !created) return created.error();
@@ -126,6 +197,7 @@ Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
   std::vector<int> checkpoints = o.checkpoints;
   std::sort(checkpoints.begin(), checkpoints.end());
   size_t next_checkpoint = 0;
+  bool warmed_up = false;
   while (next_checkpoint < checkpoints.size()) {
     std::vector<std::string> batch;
     std::string line;
@@ -138,32 +210,91 @@ Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
     wait_ingested(svc, "replay", pushed->last_seq);
     run.ingest_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     run.tokens_ingested += svc.handle("replay")->counters().tokens_ingested.load() - tokens_before;
+    // The warm-up, untimed, over the first records: the first question pays for buffers and cold caches.
+    if (!warmed_up) {
+      for (const auto& question : o.questions) {
+        if (auto answer = svc.query("replay", make_query(o, question)); !answer) return answer.error();
+      }
+      warmed_up = true;
+    }
     auto snap = svc.session("replay");
     if (!snap) return snap.error();
     const int context = snap->region0_tokens + snap->data_tokens + snap->scaffold_tokens;
     if (context < checkpoints[next_checkpoint]) continue;
     for (const auto& question : o.questions) {
-      service::QueryRequest q;
-      q.question = question;
-      q.generation.max_tokens = o.max_tokens;
-      q.generation.stop = {"\x01"};  // never occurs: keeps the question off the flash cache
-      auto answer = svc.query("replay", q);
-      if (!answer) return answer.error();
       Measurement m;
       m.checkpoint = checkpoints[next_checkpoint];
       m.context_tokens = context;
       m.records = snap->records;
       m.question = question;
-      m.ms = answer->total_ms;
-      m.prompt_ms = answer->answer.prompt_ms;
-      m.prompt_tokens = answer->answer.n_prompt_tokens;
-      m.answer = answer->answer.text;
-      m.tokens = answer->answer.tokens;
+      auto before = session_state(svc);
+      if (!before) return before.error();
+      for (int r = 0; r < o.repeats; ++r) {
+        auto answer = svc.query("replay", make_query(o, question));
+        if (!answer) return answer.error();
+        auto after = session_state(svc);
+        if (!after) return after.error();
+        if (!(*after == *before)) {
+          return Error::internal("the session's state changed across a question at " + std::to_string(context) +
+                                 " tokens: its runs would not be alike");
+        }
+        m.runs_ms.push_back(answer->total_ms);
+        m.runs_prompt_ms.push_back(answer->answer.prompt_ms);
+        if (r == 0) {
+          m.prompt_tokens = answer->answer.n_prompt_tokens;
+          m.answer = answer->answer.text;
+          m.tokens = answer->answer.tokens;
+        } else if (answer->answer.tokens != m.tokens) {
+          m.runs_agree = false;
+        }
+      }
+      m.ms = median(m.runs_ms);
+      std::printf("  %s, %d tokens: %.0f ms (runs:", session::session_mode_name(mode), context, m.ms);
+      for (const double ms : m.runs_ms) std::printf(" %.0f", ms);
+      std::printf(")%s\n", m.runs_agree ? "" : ", the runs answered differently");
+      std::fflush(stdout);
       run.measurements.push_back(std::move(m));
     }
     while (next_checkpoint < checkpoints.size() && context >= checkpoints[next_checkpoint]) ++next_checkpoint;
   }
   return run;
+}
+
+// The docs' table: the commit, the settings and the rules, then one row per checkpoint (and question).
+std::string markdown(const ReplayOptions& o, const std::string& settings, const ModeRun* stateful,
+                     const ModeRun* naive) {
+  std::string out;
+  auto add = [&out](const char* format, auto... args) {
+    char buf[4096];
+    std::snprintf(buf, sizeof(buf), format, args...);
+    out += buf;
+  };
+  add("Measured at commit `%s`: `%s`\n\n", o.commit.empty() ? "unknown" : o.commit.c_str(), o.command.c_str());
+  add("Engine settings, both modes: %s; eviction %s. Records appended %d at a time; answers of at most %d tokens "
+      "(greedy). One mode is run at a time, in a service of its own, warmed up by an untimed question; each "
+      "question is timed %d times at each checkpoint (stateful: asked again on the same state; naive: recomputed "
+      "each time) and the median kept.\n\n",
+      settings.c_str(), session::eviction_policy_name(o.eviction), o.batch_records, o.max_tokens, o.repeats);
+  const bool questions = o.questions.size() > 1;
+  add("| context tokens | records |%s stateful ms (median of %d) | naive ms (median of %d) | speedup | same answer |\n",
+      questions ? " question |" : "", o.repeats, o.repeats);
+  add("|---:|---:|%s---:|---:|---:|---|\n", questions ? "---|" : "");
+  const ModeRun& any = stateful ? *stateful : *naive;
+  for (size_t i = 0; i < any.measurements.size(); ++i) {
+    const Measurement& m = any.measurements[i];
+    const Measurement* ms = stateful && i < stateful->measurements.size() ? &stateful->measurements[i] : nullptr;
+    const Measurement* mn = naive && i < naive->measurements.size() ? &naive->measurements[i] : nullptr;
+    char s_ms[32] = "-", n_ms[32] = "-", speed[32] = "-";
+    if (ms) std::snprintf(s_ms, sizeof(s_ms), "%.0f", ms->ms);
+    if (mn) std::snprintf(n_ms, sizeof(n_ms), "%.0f", mn->ms);
+    if (ms && mn) std::snprintf(speed, sizeof(speed), "%.1fx", mn->ms / ms->ms);
+    std::string same = "-";
+    if (ms && mn) same = ms->tokens == mn->tokens ? "yes" : "no";
+    if ((ms && !ms->runs_agree) || (mn && !mn->runs_agree)) same += " (runs differ)";
+    add("| %d | %d |%s %s | %s | %s | %s |\n", m.context_tokens, m.records,
+        questions ? (" " + m.question + " |").c_str() : "", s_ms, n_ms, speed, same.c_str());
+  }
+  return out;
 }
 
 std::string one_line(std::string s) {
@@ -175,14 +306,19 @@ std::string one_line(std::string s) {
 }  // namespace
 
 int run_replay(const ReplayOptions& o) {
-  auto model = engine::Model::load({o.model});
-  if (!model) {
-    spdlog::error("{}", model.error().message);
-    return 1;
+  std::string description;
+  {
+    // Only for the description; freed before the modes run.
+    auto model = engine::Model::load({o.model});
+    if (!model) {
+      spdlog::error("{}", model.error().message);
+      return 1;
+    }
+    description = (*model)->description();
   }
-  std::printf("aoi replay: %s (%s), %d threads, batch %d, flash attention %s, eviction %s\n", o.model.c_str(),
-              (*model)->description().c_str(), o.threads, o.batch_size, o.flash_attn ? "on" : "off",
-              session::eviction_policy_name(o.eviction));
+  const std::string settings = settings_text(o, description);
+  std::printf("aoi replay: %s; eviction %s; %d timed runs per question after a warm-up\n", settings.c_str(),
+              session::eviction_policy_name(o.eviction), o.repeats);
   std::map<session::SessionMode, ModeRun> runs;
   for (const auto mode : o.modes) {
     std::printf("  running %s mode...\n", session::session_mode_name(mode));
@@ -205,27 +341,37 @@ int run_replay(const ReplayOptions& o) {
       runs.count(session::SessionMode::kStateful) ? &runs[session::SessionMode::kStateful] : nullptr;
   const ModeRun* naive = runs.count(session::SessionMode::kNaive) ? &runs[session::SessionMode::kNaive] : nullptr;
   const ModeRun& any = stateful ? *stateful : *naive;
-  std::printf("\n| context tokens | records | question | stateful ms | naive ms | speedup | same answer | answer |\n");
-  std::printf("|---:|---:|---|---:|---:|---:|---|---|\n");
+  std::printf("\nanswers:\n");
   for (size_t i = 0; i < any.measurements.size(); ++i) {
     const Measurement& m = any.measurements[i];
-    const Measurement* ms = stateful && i < stateful->measurements.size() ? &stateful->measurements[i] : nullptr;
-    const Measurement* mn = naive && i < naive->measurements.size() ? &naive->measurements[i] : nullptr;
-    char s_ms[32] = "-", n_ms[32] = "-", speed[32] = "-";
-    if (ms) std::snprintf(s_ms, sizeof(s_ms), "%.0f", ms->ms);
-    if (mn) std::snprintf(n_ms, sizeof(n_ms), "%.0f", mn->ms);
-    if (ms && mn) std::snprintf(speed, sizeof(speed), "%.1fx", mn->ms / ms->ms);
-    const char* same = (ms && mn) ? (ms->tokens == mn->tokens ? "yes" : "no") : "-";
-    std::printf("| %d | %d | %s | %s | %s | %s | %s | %s |\n", m.context_tokens, m.records,
-                one_line(m.question).c_str(), s_ms, n_ms, speed, same, one_line(m.answer).c_str());
+    std::printf("  %d tokens, %s:", m.context_tokens, one_line(m.question).c_str());
+    for (const auto& [mode, run] : runs) {
+      if (i < run.measurements.size()) {
+        std::printf(" %s \"%s\"", session::session_mode_name(mode), one_line(run.measurements[i].answer).c_str());
+      }
+    }
+    std::printf("\n");
+  }
+  const std::string table = markdown(o, settings, stateful, naive);
+  std::printf("\n<!-- replay markdown -->\n%s", table.c_str());
+  if (!o.markdown.empty()) {
+    std::ofstream out(o.markdown);
+    out << table;
+    if (!out) {
+      spdlog::error("cannot write {}", o.markdown);
+      return 1;
+    }
   }
   if (!o.csv.empty()) {
     std::ofstream out(o.csv);
-    out << "mode,checkpoint,context_tokens,records,question,ms,prompt_ms,prompt_tokens\n";
+    out << "mode,checkpoint,context_tokens,records,question,run,ms,prompt_ms,prompt_tokens\n";
     for (const auto& [mode, run] : runs) {
       for (const auto& m : run.measurements) {
-        out << session::session_mode_name(mode) << ',' << m.checkpoint << ',' << m.context_tokens << ',' << m.records
-            << ",\"" << m.question << "\"," << m.ms << ',' << m.prompt_ms << ',' << m.prompt_tokens << '\n';
+        for (size_t r = 0; r < m.runs_ms.size(); ++r) {
+          out << session::session_mode_name(mode) << ',' << m.checkpoint << ',' << m.context_tokens << ',' << m.records
+              << ",\"" << m.question << "\"," << r << ',' << m.runs_ms[r] << ',' << m.runs_prompt_ms[r] << ','
+              << m.prompt_tokens << '\n';
+        }
       }
     }
   }

@@ -24,7 +24,13 @@ struct ReplayOptions {
   int retention_tokens = 0;  // 0: larger than the last checkpoint
   session::EvictionPolicy eviction = session::EvictionPolicy::kRecompute;
   std::vector<session::SessionMode> modes = {session::SessionMode::kStateful, session::SessionMode::kNaive};
+  // Timed runs of each question at each checkpoint, after one untimed warm-up question per mode; the median
+  // is kept. Stateful: asked again on the same state (a question leaves nothing behind); naive: recomputed.
+  int repeats = 3;
   std::string csv;
+  std::string markdown;  // the docs' table (settings, commit) goes to this file too; empty: stdout only
+  std::string commit;    // the commit named in the table (bench/replay/run.sh gives it)
+  std::string command;   // the command named in the table
 };
 
 int run_replay(const ReplayOptions& options);
