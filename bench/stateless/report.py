@@ -46,6 +46,21 @@ def results(out):
     return r
 
 
+def load_note(s):
+    """The 1-minute load average at the start and the end of the run (a machine doing other work is noisy)."""
+    end = None
+    try:
+        with open(os.path.join(s["out"], "load_end")) as f:
+            end = f.read().strip()
+    except OSError:
+        pass
+    if not s.get("load_start"):
+        return ""
+    return (f" Load average (1 min) at the start of the run {s['load_start']}" +
+            (f", at its end {end} (the servers' own {s['threads']} threads included)" if end else "") +
+            f", on {os.cpu_count()} cores.")
+
+
 def header(s):
     lines = [f"Measured at commit `{s['commit']}`: `bench/stateless/run.sh --preset {s['preset']}`.",
              "",
@@ -56,7 +71,7 @@ def header(s):
              f"`-np {s['slots']}`, `-c {s['slots'] * s['cells_per_slot']}`, a slot each, no unified KV cache). "
              f"Every request greedy (temperature 0), streamed with its usage, `cache_prompt` at its default; "
              f"a fresh server per system and scenario, one running at a time, warm-up requests of their own first; "
-             f"{s['repeats']} timed runs of each measurement, the median kept.",
+             f"{s['repeats']} timed runs of each measurement, the median kept." + load_note(s),
              ""]
     has = s.get("aoi_has", {})
     missing = ", ".join(f"`{f}`" for f, ok in has.items() if not ok)
@@ -245,14 +260,16 @@ def response_cache(s, r):
     first = med([rep["first_ms"] for rep in a["repeats"]])
     again = med([rep["repeat_ms"] for rep in a["repeats"]])
     same = sum(rep["same_text"] for rep in a["repeats"])
+    rt = ratio(first, again)
+    speed = "-" if rt is None else f"{rt:.1f}x faster" if rt >= 1 else f"{1 / rt:.1f}x slower"
     return ["#### Response cache (aoi)", "",
             f"The same request twice ({a['max_tokens']} answer tokens, not streamed): first {fmt(first, 1)} ms, "
-            f"the repeat {fmt(again, 2)} ms ({fmt_ratio(ratio(first, again), 0)} faster); the same answer in "
-            f"{same}/{len(a['repeats'])} runs.", ""]
+            f"the repeat {fmt(again, 2)} ms ({speed}); the same answer in {same}/{len(a['repeats'])} runs.", ""]
 
 
 def report(out):
     s = load(os.path.join(out, "settings.json"))
+    s["out"] = out
     r = results(out)
     lines = header(s)
     checks = {}

@@ -129,7 +129,8 @@ has_json() { has_flag "$1" && echo True || echo False; }
 S_PRESET=$preset S_COMMIT=$commit S_MODEL=$model S_COPY_MODEL=$copy_model S_COPY_NOTE=$copy_note \
 S_SETTINGS=$settings S_AOI_ARGS="serve ${aoi_base[*]} $aoi_extra" S_DRAFT_ON="${draft_on[*]}" \
 S_DRAFT_OFF="${draft_off[*]}" S_LLAMA_ARGS="${llama_base[*]} $llama_extra" S_LLAMA_SPEC=$llama_spec \
-S_LLAMA_VERSION=$llama_version python3 - "$out/settings.json" <<PY
+S_LLAMA_VERSION=$llama_version S_LOAD=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "") \
+python3 - "$out/settings.json" <<PY
 import json, os, sys
 e = os.environ
 json.dump({"preset": e["S_PRESET"], "commit": e["S_COMMIT"], "model": e["S_MODEL"],
@@ -143,7 +144,8 @@ json.dump({"preset": e["S_PRESET"], "commit": e["S_COMMIT"], "model": e["S_MODEL
            "aoi_has": {"--draft-max": $(has_json --draft-max), "--prefix-cache-cells": $(has_json --prefix-cache-cells),
                        "--response-cache": $(has_json --response-cache)},
            "llama_args": e["S_LLAMA_ARGS"].strip(), "llama_spec": e["S_LLAMA_SPEC"],
-           "llama_version": e["S_LLAMA_VERSION"], "llama": bool($llama)}, open(sys.argv[1], "w"), indent=1)
+           "llama_version": e["S_LLAMA_VERSION"], "llama": bool($llama), "load_start": e["S_LOAD"]},
+          open(sys.argv[1], "w"), indent=1)
 PY
 
 echo "== stateless benchmark, preset $preset: $model (copy scenario: $copy_model), output in $out"
@@ -227,5 +229,7 @@ for scenario in ${scenarios//,/ }; do
 done
 
 echo
+# The load average at the end, beside the one at the start: timings on a machine doing other work mean little.
+cut -d' ' -f1 /proc/loadavg >"$out/load_end" 2>/dev/null || true
 python3 bench/stateless/report.py "$out" | tee "$out/summary.md"
 echo "== done: $out (summary: $out/summary.md)"
