@@ -83,8 +83,10 @@ def header(s):
                                                    ": its copy scenario runs without drafting")
     lines.append(line + ".")
     if s.get("llama"):
+        given = any(f in s["llama_args"].split() for f in ("--cache-ram", "-cram"))
+        cache_ram = "`--cache-ram` as given above" if given else "`--cache-ram` left at its default, 8192 MiB"
         lines.append(f"- llama-server ({s['llama_version']}): `llama-server -m MODEL {s['llama_args']}`; its prompt "
-                     f"cache on (each slot keeps its last prompt; `--cache-ram` left at its default, 8192 MiB); "
+                     f"cache on (each slot keeps its last prompt; {cache_ram}); "
                      f"drafting for the copy scenario: `{s['llama_spec']}` (none otherwise).")
     lines.append("")
     return lines
