@@ -5,6 +5,8 @@
 #   family-<name>.gguf  test-micro's size in each other model family (mistral qwen2 qwen3 phi3 gemma2 gemma3),
 #                       F16, with the family's tokenizer; Gemma 3's with six layers (five sliding-window, one full);
 #                       family-mamba.gguf, a recurrent model, for the test that aoi refuses it
+#   copy-micro.gguf   a model whose weights copy from its prompt (--weights copy), Q8_0, 3 layers 384 wide (114 MB,
+#                     nearly all of it the 128K-token embeddings and output)
 #   stories260K.gguf  the real tiny model from shared/models, converted with llama.cpp's converter
 # usage: make-test-models.sh DIR GEN_MODEL CONVERTER SHARED_MODELS_DIR
 set -euo pipefail
@@ -16,6 +18,8 @@ fresh() { [ -f "$1" ] && [ "$1" -nt "$2" ]; }
 fresh "$dir/test-micro.gguf" "$gen" || "$gen" --shape test-micro --type f16 -o "$dir/test-micro.gguf"
 fresh "$dir/test-micro-no-chat-template.gguf" "$gen" ||
   "$gen" --shape test-micro --type f16 --no-chat-template -o "$dir/test-micro-no-chat-template.gguf"
+
+fresh "$dir/copy-micro.gguf" "$gen" || "$gen" --shape copy-micro --weights copy --type q8_0 -o "$dir/copy-micro.gguf"
 
 for family in mistral qwen2 qwen3 phi3 gemma2 gemma3 mamba; do
   layers=()

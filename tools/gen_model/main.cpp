@@ -1,6 +1,7 @@
 // aoi-gen-model: writes a GGUF with deterministic random weights for a named shape or explicit dimensions, in
 // one of the model families users run with llama.cpp (Llama by default; Mistral, Qwen2, Qwen3, Phi-3, Gemma 2
-// and 3; Mamba, which aoi refuses), with the tokenizer of that family's vocab-only file from llama.cpp. The same
+// and 3; Mamba, which aoi refuses), with the tokenizer of that family's vocab-only file from llama.cpp. With
+// --weights copy, a Llama model whose weights copy text from its prompt instead (copy_weights.h). The same
 // arguments always give the same file.
 
 #include <CLI/CLI.hpp>
@@ -10,10 +11,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "copy_weights.h"
 #include "families.h"
 #include "ggml.h"
 #include "gguf.h"
@@ -57,6 +61,8 @@ void fill_normal(float* out, size_t n, std::uint64_t seed, float stddev) {
   }
 }
 
+constexpr std::int64_t kRowsPerBlock = 64;  // rows generated at a time (and random weights' seeding unit)
+
 struct TensorSpec {
   std::string name;
   std::int64_t ne0;  // row length (input dimension)
@@ -65,25 +71,35 @@ struct TensorSpec {
   float stddev;  // 0: a norm weight, all ones
 };
 
-// Row data for one tensor, generated in row blocks on all cores; each block has its own seed so the result
-// does not depend on the number of threads.
-std::vector<std::uint8_t> make_tensor(const TensorSpec& t, std::uint64_t seed) {
+// Writes rows [r0, r0 + n_rows) of a tensor as floats (ne0 a row).
+using RowFiller = std::function<void(const TensorSpec&, std::int64_t r0, std::int64_t n_rows, float* rows)>;
+
+// Random weights: each block of rows has its own seed, so the result does not depend on the number of threads.
+RowFiller random_rows(std::uint64_t seed) {
+  return [seed](const TensorSpec& t, std::int64_t r0, std::int64_t n_rows, float* rows) {
+    const size_t n = static_cast<size_t>(n_rows * t.ne0);
+    if (t.stddev == 0.0f) {
+      std::fill_n(rows, n, 1.0f);
+      return;
+    }
+    const std::uint64_t tensor_seed = fnv1a(t.name, seed * 0x9E3779B97F4A7C15ull + 1);
+    const auto block = static_cast<std::uint64_t>(r0 / kRowsPerBlock);
+    fill_normal(rows, n, tensor_seed + block * 0x632BE59BD9B4E019ull, t.stddev);
+  };
+}
+
+// Row data for one tensor, filled and converted in blocks of rows on all cores.
+std::vector<std::uint8_t> make_tensor(const TensorSpec& t, const RowFiller& fill) {
   const size_t row_bytes = ggml_row_size(t.type, t.ne0);
   std::vector<std::uint8_t> data(row_bytes * static_cast<size_t>(t.ne1));
-  constexpr std::int64_t kRowsPerBlock = 64;
   const std::int64_t n_blocks = (t.ne1 + kRowsPerBlock - 1) / kRowsPerBlock;
-  const std::uint64_t tensor_seed = fnv1a(t.name, seed * 0x9E3779B97F4A7C15ull + 1);
   auto work = [&](std::int64_t b0, std::int64_t b1) {
     std::vector<float> rows(static_cast<size_t>(kRowsPerBlock * t.ne0));
     for (std::int64_t b = b0; b < b1; ++b) {
       const std::int64_t r0 = b * kRowsPerBlock;
       const std::int64_t nr = std::min(kRowsPerBlock, t.ne1 - r0);
       const size_t n = static_cast<size_t>(nr * t.ne0);
-      if (t.stddev == 0.0f) {
-        std::fill_n(rows.begin(), n, 1.0f);
-      } else {
-        fill_normal(rows.data(), n, tensor_seed + static_cast<std::uint64_t>(b) * 0x632BE59BD9B4E019ull, t.stddev);
-      }
+      fill(t, r0, nr, rows.data());
       std::uint8_t* dst = data.data() + static_cast<size_t>(r0) * row_bytes;
       switch (t.type) {
         case GGML_TYPE_F32: std::memcpy(dst, rows.data(), n * sizeof(float)); break;
@@ -109,8 +125,9 @@ std::int64_t mamba_dt_rank(std::int64_t n_embd) { return std::max<std::int64_t>(
 
 // The tensors of one family's model, in llama.cpp's names. Weights ~ N(0, 1/fan_in); embeddings ~ N(0, 1) so
 // that logits spread over several units and greedy choices are rarely near-ties; norms are ones.
+// own_output: an output matrix of its own, else the output reuses the embeddings.
 std::vector<TensorSpec> tensor_specs(const FamilyInfo& family, const ModelShape& shape, std::int64_t n_vocab,
-                                     ggml_type wtype) {
+                                     ggml_type wtype, bool own_output) {
   std::vector<TensorSpec> specs;
   const std::int64_t head_dim = shape.n_embd / shape.n_head;
   const std::int64_t E = shape.n_embd, F = shape.n_ff, Q = shape.n_head * head_dim, KV = shape.n_head_kv * head_dim;
@@ -120,8 +137,6 @@ std::vector<TensorSpec> tensor_specs(const FamilyInfo& family, const ModelShape&
   };
   specs.push_back({"token_embd.weight", E, n_vocab, wtype, 1.0f});
   norm("output_norm.weight", E);
-  // Gemma ties its output to the embeddings; Phi-3 always has its own.
-  const bool own_output = family.own_output || (!shape.tied_embeddings && family.swa_pattern == 0);
   if (own_output) specs.push_back({"output.weight", E, n_vocab, wtype, 1.0f});
   for (int l = 0; l < shape.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -185,7 +200,9 @@ bool vocab_has_token(const gguf_context* vocab, const char* text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Write a GGUF of a popular model family with deterministic random weights"};
+  CLI::App app{
+      "Write a GGUF of a popular model family with deterministic random weights, or a Llama model that copies from its "
+      "prompt"};
   std::string shape_name = "test-micro";
   std::string family_name = "llama";
   std::string out_path;
@@ -194,6 +211,7 @@ int main(int argc, char** argv) {
   std::string type_name = "q8_0";
   std::uint64_t seed = 42;
   bool no_chat_template = false;
+  std::string weights = "random";
   ModelShape custom;
   app.add_option("-s,--shape", shape_name, "named shape")->check(CLI::IsMember(aoi::tools::shape_names()));
   app.add_option("-f,--family", family_name, "model family (architecture, tensors, tokenizer)")
@@ -206,6 +224,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("-t,--type", type_name, "weight type")->check(CLI::IsMember({"f16", "q8_0"}));
   app.add_option("--seed", seed, "weights seed");
+  app.add_option(
+         "--weights", weights,
+         "random: deterministic random weights; copy: a Llama 3 model (--family llama) that quotes its prompt (after "
+         "'A B C D ... A B' it continues 'C D'), for prompt-lookup speculative decoding; an induction "
+         "circuit in layers 0-1, every other layer a no-op of full size")
+      ->check(CLI::IsMember({"random", "copy"}))
+      ->capture_default_str();
   app.add_flag("--no-chat-template", no_chat_template,
                "write no tokenizer.chat_template (a model to test aoi's fallback with)");
   app.add_option("--n-embd", custom.n_embd, "override: embedding size");
@@ -231,6 +256,22 @@ int main(int argc, char** argv) {
       shape.n_ff % 32 != 0) {
     std::fprintf(stderr, "aoi-gen-model: n_embd must divide by n_head and 32, n_head by n_head_kv, n_ff by 32\n");
     return 2;
+  }
+
+  std::optional<aoi::tools::CopyCircuit> copy;
+  if (weights == "copy") {
+    // Llama 3's tokenizer, which the circuit was measured with: Mistral's splits numbers into digits, so that
+    // six tokens (the circuit's longest match) often come back in number-heavy text with another continuation.
+    if (family.family != aoi::tools::Family::kLlama) {
+      std::fprintf(stderr, "aoi-gen-model: --weights copy writes a Llama 3 model (--family llama)\n");
+      return 2;
+    }
+    std::string why_not;
+    copy = aoi::tools::CopyCircuit::plan(shape, seed, &why_not);
+    if (!copy) {
+      std::fprintf(stderr, "aoi-gen-model: %s: %s\n", shape.name.c_str(), why_not.c_str());
+      return 2;
+    }
   }
 
   gguf_init_params vp = {/*no_alloc=*/true, /*ctx=*/nullptr};
@@ -259,8 +300,9 @@ int main(int argc, char** argv) {
   gguf_set_val_str(out, "general.architecture", arch.c_str());
   // A Llama file is what earlier versions wrote, byte for byte (its fingerprint names the model sessions on disk).
   const bool llama = family.family == aoi::tools::Family::kLlama;
-  gguf_set_val_str(out, "general.name",
-                   ("aoi generated " + (llama ? shape.name : family.name + " " + shape.name)).c_str());
+  gguf_set_val_str(
+      out, "general.name",
+      ("aoi generated " + (llama ? shape.name : family.name + " " + shape.name) + (copy ? " copy" : "")).c_str());
   gguf_set_val_u32(out, "general.file_type", wtype == GGML_TYPE_F16 ? 1 : 7);
   gguf_set_val_u32(out, key("context_length").c_str(), static_cast<std::uint32_t>(shape.n_ctx_train));
   gguf_set_val_u32(out, key("embedding_length").c_str(), static_cast<std::uint32_t>(shape.n_embd));
@@ -270,8 +312,9 @@ int main(int argc, char** argv) {
   gguf_set_val_u32(out, key("attention.head_count_kv").c_str(), static_cast<std::uint32_t>(shape.n_head_kv));
   gguf_set_val_u32(out, key("rope.dimension_count").c_str(), static_cast<std::uint32_t>(head_dim));
   gguf_set_val_u32(out, key("vocab_size").c_str(), static_cast<std::uint32_t>(n_vocab));
-  // A named shape's own RoPE base for Llama (they are Llama shapes); the family's otherwise.
-  gguf_set_val_f32(out, key("rope.freq_base").c_str(), llama ? shape.rope_theta : family.rope_theta);
+  // A named shape's own RoPE base for Llama (they are Llama shapes); the family's otherwise; the copy circuit's.
+  gguf_set_val_f32(out, key("rope.freq_base").c_str(),
+                   copy ? copy->rope_freq_base() : (llama ? shape.rope_theta : family.rope_theta));
   gguf_set_val_f32(out, key("attention.layer_norm_rms_epsilon").c_str(), 1e-5f);
   if (!llama) {
     gguf_set_val_u32(out, key("attention.key_length").c_str(), static_cast<std::uint32_t>(head_dim));
@@ -300,7 +343,16 @@ int main(int argc, char** argv) {
     gguf_set_val_str(out, "tokenizer.chat_template", kLlama3Template);
   }
 
-  const std::vector<TensorSpec> specs = tensor_specs(family, shape, n_vocab, wtype);
+  // Gemma ties its output to the embeddings; Phi-3 always has its own, and so does the copy circuit (its output
+  // reads another part of the stream than the embeddings write).
+  const bool own_output = family.own_output || (!shape.tied_embeddings && family.swa_pattern == 0) || copy;
+  const std::vector<TensorSpec> specs = tensor_specs(family, shape, n_vocab, wtype, own_output);
+  RowFiller fill = random_rows(seed);
+  if (copy) {
+    fill = [&copy](const TensorSpec& t, std::int64_t r0, std::int64_t n_rows, float* rows) {
+      copy->fill_rows(t.name, t.ne0, r0, n_rows, rows);
+    };
+  }
 
   ggml_init_params gp = {ggml_tensor_overhead() * (specs.size() + 1), nullptr, /*no_alloc=*/true};
   ggml_context* meta = ggml_init(gp);
@@ -326,7 +378,7 @@ int main(int argc, char** argv) {
   std::uint64_t total = 0;
   for (const auto& t : specs) {
     if (!ok) break;
-    const std::vector<std::uint8_t> data = make_tensor(t, seed);
+    const std::vector<std::uint8_t> data = make_tensor(t, fill);
     ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
     const size_t pad = (align - data.size() % align) % align;
     static const std::uint8_t zeros[64] = {};
@@ -345,5 +397,6 @@ int main(int argc, char** argv) {
   std::filesystem::rename(tmp_path, out_path);
   std::printf("aoi-gen-model: %s: %s %s, %s, vocab %lld, %.1f MB\n", out_path.c_str(), family.name.c_str(),
               shape.name.c_str(), type_name.c_str(), static_cast<long long>(n_vocab), static_cast<double>(total) / 1e6);
+  if (copy) std::printf("aoi-gen-model: %s\n", copy->describe().c_str());
   return 0;
 }

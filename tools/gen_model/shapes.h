@@ -1,4 +1,5 @@
-// Model shapes the generator knows by name. Only the compute shape matters for speed; the weights are random.
+// Model shapes the generator knows by name. Only the compute shape matters for speed; the weights are random or,
+// with --weights copy, a copying circuit.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ struct ModelShape {
   bool tied_embeddings = true;
 };
 
-// "test-micro", "smollm2-135m", "llama-3.2-1b", "llama-3.1-8b".
+// "test-micro", "copy-micro", "smollm2-135m", "llama-3.2-1b", "llama-3.1-8b".
 std::optional<ModelShape> find_shape(std::string_view name);
 std::vector<std::string> shape_names();
 
