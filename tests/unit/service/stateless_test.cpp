@@ -6,6 +6,7 @@
 
 #include <future>
 #include <iostream>
+#include <thread>
 
 #include "aoi/service/service.h"
 #include "equivalence.h"
@@ -387,6 +388,81 @@ TEST(Drafting, ARealModelsStoriesAreTheSameWithAndWithoutDrafts) {
     requests.push_back(r);
   }
   expect_drafting_changes_nothing("stories260K", requests, 1);
+}
+
+// A passage the copy model quotes (aoi-gen-model --weights copy): prices, times and codes, as data quoted in
+// answers has them.
+constexpr const char* kPassage =
+    "The first ferry left for Wren Island at 7:10 with 212 passengers aboard. Tickets cost $18.50 for adults and "
+    "$9.25 for children; a season pass, valid until 31 October, was priced at $315. A kilo of fresh mackerel sold "
+    "for $12.40 and crab was $27.95. The harbour master noted that the wind had turned north-easterly at 8:05 and "
+    "was gusting to 34 knots by noon. Order number 48213-B, for 1,250 litres of diesel, cost $2,187.50.";
+
+TEST(Drafting, ACopyModelsQuotesAreTheSameWithAndWithoutDrafts) {
+  if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
+  std::vector<GenerateRequest> requests;
+  for (const char* cue : {"The first ferry left for Wren", "A kilo of fresh mackerel sold for",
+                          "The harbour master noted that the wind"}) {
+    GenerateRequest r;
+    r.prompt = std::string(kPassage) + "\n\n" + cue;
+    r.generation.max_tokens = 48;
+    r.generation.keep_first_logits = true;
+    requests.push_back(r);
+  }
+  expect_drafting_changes_nothing("copy-micro", requests, 0);
+}
+
+TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
+  if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
+  Options on;
+  on.model = "copy-micro";
+  on.draft_max = 8;
+  on.draft_rows = 12;
+  Options off = on;
+  off.draft_max = 0;
+  auto drafting = start(on);
+  auto plain = start(off);
+  ASSERT_TRUE(drafting && plain);
+  std::vector<std::string> records;
+  std::string sentence;
+  for (const char* c = kPassage; *c != 0; ++c) {
+    sentence += *c;
+    if (*c == '.' && c[1] == ' ') {
+      records.push_back(sentence);
+      sentence.clear();
+      ++c;
+    }
+  }
+  if (!sentence.empty()) records.push_back(sentence);
+  std::vector<session::Answer> answers;
+  for (Service* svc : {drafting.get(), plain.get()}) {
+    session::SessionConfig config;
+    config.id = "harbour";
+    config.system = "Quote the log.";
+    config.retention.max_tokens = 1500;
+    config.query_budget = 96;
+    ASSERT_TRUE(svc->create_session(config).ok());
+    auto pushed = svc->push_text("harbour", records);
+    ASSERT_TRUE(pushed.ok()) << pushed.error().message;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (svc->session("harbour")->last_seq_ingested < pushed->last_seq && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    QueryRequest q;
+    q.question = "Order number 48213-B, for";
+    q.generation.max_tokens = 24;
+    q.generation.keep_first_logits = true;
+    q.generation.stop = {"\x01"};  // the standard path: never the flash cache or the ready logits
+    auto out = svc->query("harbour", q);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    answers.push_back(out->answer);
+  }
+  const auto c = test::compare(answers[0].details, answers[1].details);
+  EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
+  std::cout << "session quote: \"" << answers[0].text << "\"; " << answers[0].details.n_accepted << " of "
+            << answers[0].details.n_drafted << " draft tokens accepted\n";
+  EXPECT_GT(answers[0].details.n_accepted, 0) << "the quote was not drafted from the session's data";
+  EXPECT_EQ(answers[1].details.n_drafted, 0);
 }
 
 TEST(Drafting, ASeededSamplerDrawsTheSameAnswerWithDrafts) {
