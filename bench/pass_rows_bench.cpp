@@ -1,5 +1,5 @@
 // What a forward pass costs for the number of rows it carries, each with its logits, as decode steps with
-// drafts have them: the basis of --draft-rows (the rows a pass carries at about the cost of one). Two
+// drafts have them: the basis of --draft-fixed-rows (a pass's cost beyond its rows, in rows). Two
 // layouts: all rows on one sequence (one answer and its draft tokens), and one row on each of R sequences (R
 // answers decoding together). Each sequence holds --depth tokens first. Prints; never asserts.
 //
@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
               (*model)->description().c_str(), threads, depth, reps);
   std::printf("%6s  %18s  %10s  %18s  %10s\n", "rows", "one sequence (ms)", "vs 1 row", "R sequences (ms)", "vs 1 row");
   double base_one = 0, base_many = 0;
+  std::vector<double> xs, ones, manys;
   for (int r : rows) {
     auto time = [&](bool one_sequence) {
       std::vector<double> ms;
@@ -96,7 +97,24 @@ int main(int argc, char** argv) {
     const double one = time(true);
     const double many = time(false);
     if (r == rows.front()) base_one = one, base_many = many;
+    xs.push_back(r);
+    ones.push_back(one);
+    manys.push_back(many);
     std::printf("%6d  %18.2f  %9.2fx  %18.2f  %9.2fx\n", r, one, one / base_one, many, many / base_many);
   }
+  // A least-squares line t = a + b * rows: a pass costs about (a / b + rows) rows, a / b being what
+  // --draft-fixed-rows asks for.
+  auto fixed_rows = [&](const std::vector<double>& ys) {
+    const double n = static_cast<double>(xs.size());
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (size_t i = 0; i < xs.size(); ++i) sx += xs[i], sy += ys[i], sxx += xs[i] * xs[i], sxy += xs[i] * ys[i];
+    const double b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    const double a = (sy - b * sx) / n;
+    std::printf("  %.2f ms + %.2f ms per row: a pass's fixed cost is %.1f rows\n", a, b, a / b);
+  };
+  std::printf("one sequence:");
+  fixed_rows(ones);
+  std::printf("R sequences: ");
+  fixed_rows(manys);
   return 0;
 }

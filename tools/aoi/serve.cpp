@@ -119,10 +119,11 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "(completions and session questions; 0: off)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  app.add_option("--draft-rows", o.draft_rows,
-                 "rows a forward pass carries at about the cost of one on this machine: drafts fill what the "
-                 "decoding answers leave of them, so a busy server drafts nothing")
-      ->check(CLI::Range(0, 4096))
+  app.add_option("--draft-fixed-rows", o.draft_fixed_rows,
+                 "what a forward pass costs beyond its rows, in rows, on this machine (aoi-bench-pass-rows "
+                 "measures it): a draft token joins a pass only when its odds of acceptance pay for its row, so "
+                 "a busy server drafts only what is almost sure")
+      ->check(CLI::Range(0.0, 4096.0))
       ->capture_default_str();
   app.add_option("--spare-seqs", o.spare_seqs,
                  "sequences recompute eviction rebuilds windows on (0: max-sessions / 4, 1 to 4)")
@@ -256,7 +257,7 @@ int run_serve(const ServeOptions& o) {
   sp.response_cache = o.response_cache;
   sp.deterministic_seed = o.deterministic_seed;
   sp.loop.draft.max = o.draft_max;
-  sp.loop.draft.free_rows = o.draft_rows;
+  sp.loop.draft.fixed_rows = o.draft_fixed_rows;
   sp.spare_seqs = o.spare_seqs;
   sp.ring_capacity = o.ring_capacity;
   sp.max_flash = o.max_flash;
@@ -290,9 +291,9 @@ int run_serve(const ServeOptions& o) {
       stats.kv_cells_per_seq, o.max_sessions, stats.kv_cells_per_seq, o.pool_slots);
   log::status(stdout,
               "aoi: completions: prefix cache %s, response cache %zu answers%s, prompt-lookup drafts of up to %d "
-              "tokens in %d free rows per pass\n",
+              "tokens (a pass's fixed cost: %.1f rows)\n",
               sp.prefix_cache_cells == 0 ? "off" : "on", sp.response_cache,
-              sp.deterministic_seed ? " (seeds from prompts)" : "", o.draft_max, o.draft_rows);
+              sp.deterministic_seed ? " (seeds from prompts)" : "", o.draft_max, o.draft_fixed_rows);
   if (sp.store.data_dir.empty()) {
     log::status(stdout, "aoi: sessions in memory only (--memory-only): a restart loses them\n");
   } else {

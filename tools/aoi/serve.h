@@ -35,7 +35,7 @@ struct ServeOptions {
   std::size_t response_cache = 1024;
   bool deterministic_seed = false;
   int draft_max = 8;
-  int draft_rows = 4;
+  double draft_fixed_rows = 3.0;
   int spare_seqs = 0;
   int io_threads = 2;
   std::size_t ring_capacity = 4096;

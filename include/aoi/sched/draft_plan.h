@@ -1,13 +1,15 @@
 // How many prompt-lookup draft tokens each decoding lane verifies in the next pass (paper §3.7,
 // concurrency-capped speculative decoding). Pure: no model, no threads.
 //
-// A draft token costs a row of the pass and saves a pass only when it is accepted. A forward pass costs about
-// the same for a handful of rows as for one (reading the weights dominates); past that, each row costs its
-// share of compute, which a draft row pays back only if it were accepted almost surely. So drafts fill only
-// the rows a pass carries for free (`free_rows`, a property of the hardware and model; --draft-rows) that the
-// decode rows leave, and they go to the tokens most likely to be accepted: a lane's i-th draft token holds
-// with about acceptance^i (its share of drafts accepted so far). With as many decoders as free rows nothing is
-// drafted, so drafting never slows a busy server down; a lane whose drafts keep failing stops drafting.
+// A forward pass costs about (fixed_rows + rows) times what one more row costs: a fixed part (reading the
+// weights) and a part per row (on a CPU mostly the output layer's logits; bench/pass_rows_bench.cpp measures
+// both). Every decode row yields a token; a draft row yields one only when it is accepted, which a lane's
+// i-th draft token is with odds of about acceptance^i (its share of drafts accepted so far). A draft row
+// therefore raises the pass's tokens per unit of cost only when its odds exceed tokens / (fixed_rows + rows)
+// of the pass it joins: drafts are added likeliest first while that holds. One answer decoding alone drafts
+// while its odds beat about 1 / (fixed_rows + 1); with many answers in the pass the bar rises towards 1, so a
+// busy server drafts only what is almost sure to be accepted, and drafting never lowers its throughput (to the
+// accuracy of that cost model and of the acceptance estimates). A lane whose drafts keep failing stops drafting.
 #pragma once
 
 #include <span>
@@ -16,9 +18,8 @@
 namespace aoi::sched {
 
 struct DraftParams {
-  int max = 8;             // draft tokens per lane and pass at most (0: drafting off)
-  int free_rows = 4;       // rows a pass carries at about the cost of one
-  double min_odds = 0.25;  // a draft token joins only when acceptance^i is at least this
+  int max = 8;              // draft tokens per lane and pass at most (0: drafting off)
+  double fixed_rows = 3.0;  // what a pass costs beyond its rows, in rows (--draft-fixed-rows)
 };
 
 struct DraftAsk {

@@ -22,8 +22,7 @@ struct Options {
   size_t response_cache = 0;  // off unless a test is about it: every request below runs through the model
   bool deterministic_seed = false;
   int draft_max = 0;
-  int draft_rows = 4;
-  double min_odds = 0.25;
+  double fixed_rows = 3.0;
 };
 
 std::unique_ptr<Service> start(const Options& o) {
@@ -36,7 +35,7 @@ std::unique_ptr<Service> start(const Options& o) {
   p.prefix_cache_cells = o.prefix_cache_cells;
   p.response_cache = o.response_cache;
   p.deterministic_seed = o.deterministic_seed;
-  p.loop.draft = {.max = o.draft_max, .free_rows = o.draft_rows, .min_odds = o.min_odds};
+  p.loop.draft = {.max = o.draft_max, .fixed_rows = o.fixed_rows};
   auto s = Service::start(p);
   EXPECT_TRUE(s.ok()) << s.error().message;
   return s.ok() ? std::move(s).value() : nullptr;
@@ -334,7 +333,7 @@ void expect_drafting_changes_nothing(const std::string& model, const std::vector
   Options on;
   on.model = model;
   on.draft_max = 8;
-  on.draft_rows = 12;
+  on.fixed_rows = 16.0;  // draft generously: the comparison needs drafts
   Options off = on;
   off.draft_max = 0;
   auto drafting = start(on);
@@ -417,7 +416,7 @@ TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
   Options on;
   on.model = "copy-micro";
   on.draft_max = 8;
-  on.draft_rows = 12;
+  on.fixed_rows = 16.0;  // draft generously: the comparison needs drafts
   Options off = on;
   off.draft_max = 0;
   auto drafting = start(on);
@@ -469,8 +468,7 @@ TEST(Drafting, ASeededSamplerDrawsTheSameAnswerWithDrafts) {
   if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro is not available";
   Options on;
   on.draft_max = 8;
-  on.draft_rows = 12;
-  on.min_odds = 0.0;
+  on.fixed_rows = 100.0;  // draft whatever is proposed
   Options off = on;
   off.draft_max = 0;
   auto drafting = start(on);
