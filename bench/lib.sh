@@ -16,7 +16,7 @@ bench_model() {
     build/models/test-micro.gguf) build/tools/aoi-gen-model --shape test-micro --type f16 -o "$1" ;;
     models/smollm2-135m-q8_0.gguf) build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$1" ;;
     # Weights that quote the prompt (the stateless benchmark's copy scenario).
-    build/models/test-micro-copy.gguf) build/tools/aoi-gen-model --shape test-micro --type f16 --weights copy -o "$1" ;;
+    build/models/copy-micro.gguf) build/tools/aoi-gen-model --shape copy-micro --type q8_0 --weights copy -o "$1" ;;
     models/smollm2-135m-copy-q8_0.gguf)
       build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 --weights copy -o "$1" ;;
     *) echo "no model at $1" >&2; exit 2 ;;

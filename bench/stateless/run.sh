@@ -64,7 +64,7 @@ done
 case "$preset" in
   quick) mt_tokens=8 turns=10 sh_tokens=8 sh_words=300 rounds=2 cp_lines=4 cp_tokens=64 cp_alone=2 cp_each=1
          rc_tokens=16 cells=1024 runs=${repeats:-2} threads=${threads:-$(nproc)}
-         default_model=build/models/test-micro.gguf default_copy=build/models/test-micro-copy.gguf ;;
+         default_model=build/models/test-micro.gguf default_copy=build/models/copy-micro.gguf ;;
   cpu)   mt_tokens=48 turns=10 sh_tokens=24 sh_words=750 rounds=4 cp_lines=8 cp_tokens=200 cp_alone=3 cp_each=2
          rc_tokens=48 cells=2048 runs=${repeats:-3} threads=${threads:-2}
          default_model=models/smollm2-135m-q8_0.gguf default_copy=models/smollm2-135m-copy-q8_0.gguf ;;

@@ -367,8 +367,12 @@ def shared(server, a):
 
 
 def copy_fidelity(text, source):
-    """The share of the passage the answer reproduces from its start (1.0: all of it, verbatim)."""
+    """The share of the passage the answer reproduces verbatim from the passage's start, wherever that start
+    appears in the answer (a model may say something before it: 1.0 is all of the passage, verbatim)."""
     t, s = text.strip(), source.strip()
+    at = t.find(s[:20])
+    if at > 0:
+        t = t[at:]
     n = 0
     for x, y in zip(t, s):
         if x != y:
@@ -395,6 +399,8 @@ def acceptance(resp, metrics, timings):
     rej = next((v for k, v in resp.items() if k.endswith("rejected_prediction_tokens")), None)
     if acc is not None and rej is not None and acc + rej > 0:
         return acc, acc + rej
+    if metrics and ("aoi_draft_tokens_total" in metrics or "aoi_draft_accepted_total" in metrics):
+        return metrics.get("aoi_draft_accepted_total", 0), metrics.get("aoi_draft_tokens_total", 0)
     if metrics:
         plain = {k: v for k, v in metrics.items()
                  if not any(k.split("{")[0].endswith(s) for s in ("_bucket", "_sum", "_count"))}

@@ -236,7 +236,8 @@ void InferenceLoop::run_pass() {
   std::vector<DraftAsk> asks(n);
   for (size_t i = 0; i < n; ++i) {
     if (lanes_[i].dead) continue;
-    asks[i] = {lanes_[i].demand.decode_rows, lanes_[i].demand.draft_tokens, lanes_[i].demand.draft_acceptance};
+    const Demand& d = lanes_[i].demand;
+    asks[i] = {d.decode_rows, d.draft_tokens, d.draft_acceptance, d.draft_verified};
   }
   const std::vector<int> drafts = plan_drafts(asks, params_.draft);
 

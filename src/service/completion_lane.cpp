@@ -59,6 +59,7 @@ sched::Demand CompletionLane::poll(sched::Clock::time_point now) {
   if (d.decode_rows > 0) {
     d.draft_tokens = static_cast<int>(generation_->draft().size());
     d.draft_acceptance = generation_->draft_acceptance();
+    d.draft_verified = generation_->draft_verified();
   }
   return d;
 }

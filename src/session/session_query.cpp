@@ -34,6 +34,7 @@ sched::Demand SessionQuery::demand() {
     // Answers that quote the data (a price, a timestamp) are where drafts from the session's tokens hold.
     d.draft_tokens = static_cast<int>(generation_.draft().size());
     d.draft_acceptance = generation_.draft_acceptance();
+    d.draft_verified = generation_.draft_verified();
   }
   return d;
 }

@@ -100,8 +100,9 @@ class Generation {
   // The draft proposed after the token sampled last (empty: none, or drafting is off); at most what can
   // still be used before max_tokens.
   std::span<const Token> draft();
-  // Share of verified draft tokens that were accepted so far (a prior of 1/2 before any).
+  // Share of verified draft tokens that were accepted so far (a prior of 1/2 before any), and how many were.
   double draft_acceptance() const;
+  int draft_verified() const { return result_.n_drafted; }
 
   // Adds its rows: up to n_prompt prompt tokens, or, once the prompt is in, the token it sampled last and
   // the first n_draft tokens of draft().

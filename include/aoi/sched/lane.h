@@ -31,6 +31,7 @@ struct Demand {
   // earlier drafts that held (draft_plan.h decides how many join).
   int draft_tokens = 0;
   double draft_acceptance = 0.5;
+  int draft_verified = 0;
   bool idle() const { return decode_rows == 0 && prefill_tokens == 0; }
 };
 
