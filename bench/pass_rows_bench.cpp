@@ -102,19 +102,23 @@ int main(int argc, char** argv) {
     manys.push_back(many);
     std::printf("%6d  %18.2f  %9.2fx  %18.2f  %9.2fx\n", r, one, one / base_one, many, many / base_many);
   }
-  // A least-squares line t = a + b * rows: a pass costs about (a / b + rows) rows, a / b being what
-  // --draft-fixed-rows asks for.
-  auto fixed_rows = [&](const std::vector<double>& ys) {
+  // Least-squares lines t = a + b * rows through each layout. With one sequence t = f + s + r * rows, with R
+  // sequences t = f + (s + r) * R: r is a row's cost, s a sequence's, f the fixed part; --draft-fixed-rows is
+  // f / r and --draft-seq-rows s / r.
+  auto line = [&](const std::vector<double>& ys) {
     const double n = static_cast<double>(xs.size());
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (size_t i = 0; i < xs.size(); ++i) sx += xs[i], sy += ys[i], sxx += xs[i] * xs[i], sxy += xs[i] * ys[i];
     const double b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-    const double a = (sy - b * sx) / n;
-    std::printf("  %.2f ms + %.2f ms per row: a pass's fixed cost is %.1f rows\n", a, b, a / b);
+    return std::pair{(sy - b * sx) / n, b};
   };
-  std::printf("one sequence:");
-  fixed_rows(ones);
-  std::printf("R sequences: ");
-  fixed_rows(manys);
+  const auto [a1, r] = line(ones);
+  const auto [a2, sr] = line(manys);
+  const double per_seq = sr - r;
+  const double fixed = (a1 - per_seq + a2) / 2;
+  std::printf("one sequence: %.2f ms + %.2f ms per row; R sequences: %.2f ms + %.2f ms per sequence of one row\n", a1,
+              r, a2, sr);
+  std::printf("a row %.2f ms, a sequence %.2f ms, fixed %.2f ms: --draft-fixed-rows %.1f --draft-seq-rows %.1f\n", r,
+              per_seq, fixed, fixed / r, per_seq / r);
   return 0;
 }

@@ -15,7 +15,7 @@ int alone(const DraftAsk& l, const DraftParams& p) {
   double tokens = rows;
   double next = odds(l);
   int n = 0;
-  while (n < cap && next > 0.0 && next * (p.fixed_rows + rows) > tokens) {
+  while (n < cap && next > 0.0 && next * (p.fixed_rows + p.seq_rows + rows) > tokens) {
     ++n;
     tokens += next;
     rows += 1;
@@ -26,7 +26,7 @@ int alone(const DraftAsk& l, const DraftParams& p) {
 
 }  // namespace
 
-double draft_yield(std::span<const DraftAsk> lanes, std::span<const int> drafts, double fixed_rows) {
+double draft_yield(std::span<const DraftAsk> lanes, std::span<const int> drafts, const DraftParams& params) {
   double tokens = 0;
   std::map<int, int> lanes_by_rows;  // rows of a decoding lane -> how many lanes have that many
   for (size_t i = 0; i < lanes.size(); ++i) {
@@ -43,7 +43,8 @@ double draft_yield(std::span<const DraftAsk> lanes, std::span<const int> drafts,
   for (const auto& [rows, n] : lanes_by_rows) n_lanes += n;
   int prev = 0;
   for (const auto& [rows, n] : lanes_by_rows) {
-    cost += fixed_rows + static_cast<double>(n_lanes - below) * (rows - prev);
+    const double in_batch = n_lanes - below;
+    cost += params.fixed_rows + params.seq_rows * in_batch + in_batch * (rows - prev);
     below += n;
     prev = rows;
   }
@@ -65,11 +66,11 @@ std::vector<int> plan_drafts(std::span<const DraftAsk> lanes, const DraftParams&
     granted = caps;
   } else {
     // A common depth: the one with the best yield (none unless one beats it).
-    double best = draft_yield(lanes, granted, params.fixed_rows);
+    double best = draft_yield(lanes, granted, params);
     std::vector<int> trial(lanes.size(), 0);
     for (int k = 1; k <= params.max; ++k) {
       for (size_t i = 0; i < lanes.size(); ++i) trial[i] = std::min(k, caps[i]);
-      const double y = draft_yield(lanes, trial, params.fixed_rows);
+      const double y = draft_yield(lanes, trial, params);
       if (y > best) best = y, granted = trial;
     }
   }

@@ -125,6 +125,10 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "a busy server drafts only what is almost sure")
       ->check(CLI::Range(0.0, 4096.0))
       ->capture_default_str();
+  app.add_option("--draft-seq-rows", o.draft_seq_rows,
+                 "what each sequence in a forward pass adds to its cost, in rows (aoi-bench-pass-rows measures it)")
+      ->check(CLI::Range(0.0, 4096.0))
+      ->capture_default_str();
   app.add_option("--spare-seqs", o.spare_seqs,
                  "sequences recompute eviction rebuilds windows on (0: max-sessions / 4, 1 to 4)")
       ->check(CLI::Range(0, 64))
@@ -258,6 +262,7 @@ int run_serve(const ServeOptions& o) {
   sp.deterministic_seed = o.deterministic_seed;
   sp.loop.draft.max = o.draft_max;
   sp.loop.draft.fixed_rows = o.draft_fixed_rows;
+  sp.loop.draft.seq_rows = o.draft_seq_rows;
   sp.spare_seqs = o.spare_seqs;
   sp.ring_capacity = o.ring_capacity;
   sp.max_flash = o.max_flash;

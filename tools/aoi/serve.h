@@ -35,7 +35,8 @@ struct ServeOptions {
   std::size_t response_cache = 1024;
   bool deterministic_seed = false;
   int draft_max = 8;
-  double draft_fixed_rows = 3.0;
+  double draft_fixed_rows = 5.5;
+  double draft_seq_rows = 0.7;
   int spare_seqs = 0;
   int io_threads = 2;
   std::size_t ring_capacity = 4096;

@@ -3,10 +3,11 @@
 //
 // The cost model. llama.cpp computes a pass over per-sequence KV streams in micro-batches that take the same
 // number of tokens from every sequence in them: answers of 1, 1 and 3 rows take one micro-batch of 1 row each,
-// then one of the last answer's 2 rows alone. A micro-batch costs about (fixed_rows + its rows) times one row
-// (a fixed part, reading the weights, and a part per row, on a CPU mostly the output layer's logits;
-// bench/pass_rows_bench.cpp measures both). Every decode row yields a token; a lane's i-th draft token yields
-// one only when it is accepted, with odds of about acceptance^i (the lane's record so far).
+// then one of the last answer's 2 rows alone. A micro-batch costs about fixed_rows + seq_rows * its sequences +
+// its rows, in units of one row: a fixed part (reading the weights), a part per sequence (its own KV stream)
+// and a part per row (on a CPU mostly the output layer's logits); bench/pass_rows_bench.cpp measures them. Every decode
+// row yields a token; a lane's i-th draft token yields one only when it is accepted, with odds of about acceptance^i
+// (the lane's record so far).
 //
 // The policy. One answer decoding alone drafts the tokens whose odds raise its expected tokens per unit of
 // cost, likeliest first. Several answers decoding together draft to a common depth k (each at most what it
@@ -24,7 +25,8 @@ namespace aoi::sched {
 
 struct DraftParams {
   int max = 8;              // draft tokens per lane and pass at most (0: drafting off)
-  double fixed_rows = 3.0;  // what a micro-batch costs beyond its rows, in rows (--draft-fixed-rows)
+  double fixed_rows = 5.5;  // what a micro-batch costs beyond its rows, in rows (--draft-fixed-rows)
+  double seq_rows = 0.7;    // what each sequence in it adds, in rows (--draft-seq-rows)
   int explore = 4;          // draft tokens a lane verifies before its record decides
 };
 
@@ -39,6 +41,6 @@ struct DraftAsk {
 std::vector<int> plan_drafts(std::span<const DraftAsk> lanes, const DraftParams& params);
 
 // Expected tokens per unit of cost of a pass whose decoding lanes carry `drafts` (the model above).
-double draft_yield(std::span<const DraftAsk> lanes, std::span<const int> drafts, double fixed_rows);
+double draft_yield(std::span<const DraftAsk> lanes, std::span<const int> drafts, const DraftParams& params);
 
 }  // namespace aoi::sched

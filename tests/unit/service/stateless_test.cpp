@@ -22,7 +22,7 @@ struct Options {
   size_t response_cache = 0;  // off unless a test is about it: every request below runs through the model
   bool deterministic_seed = false;
   int draft_max = 0;
-  double fixed_rows = 3.0;
+  double fixed_rows = 6.0;
 };
 
 std::unique_ptr<Service> start(const Options& o) {
@@ -409,6 +409,56 @@ TEST(Drafting, ACopyModelsQuotesAreTheSameWithAndWithoutDrafts) {
     requests.push_back(r);
   }
   expect_drafting_changes_nothing("copy-micro", requests, 0);
+}
+
+TEST(Drafting, StopStringsAndSplitCharactersStayExactWithDrafts) {
+  if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
+  Options on;
+  on.model = "copy-micro";
+  on.draft_max = 8;
+  on.fixed_rows = 16.0;
+  Options off = on;
+  off.draft_max = 0;
+  auto drafting = start(on);
+  auto plain = start(off);
+  ASSERT_TRUE(drafting && plain);
+  // Characters the tokenizer splits into byte tokens, and a stop string that spans tokens: drafts accepted in
+  // one pass still go through the text stream one token at a time.
+  const std::string passage =
+      "Le café au lait coûte 3,50 € à Zürich, 420 ¥ à Tōkyō et 2,80 £ à York; the crème brûlée sells for 7,90 € "
+      "by noon and the order 48213-B closes at 18:13 sharp.";
+  for (const char* stop : {"", "order 482", "brûl"}) {
+    GenerateRequest r;
+    r.prompt = passage + "\n\nLe café au lait";
+    r.generation.max_tokens = 64;
+    if (*stop != 0) r.generation.stop = {stop};
+    std::vector<Result<GenerateOutcome>> out;
+    std::vector<std::string> streamed(2);
+    int i = 0;
+    for (Service* svc : {drafting.get(), plain.get()}) {
+      std::promise<Result<GenerateOutcome>> p;
+      svc->generate(
+          r, [&, i](std::string_view piece) { streamed[static_cast<size_t>(i)] += piece; },
+          [&](Result<GenerateOutcome> res) { p.set_value(std::move(res)); });
+      out.push_back(p.get_future().get());
+      ASSERT_TRUE(out.back().ok()) << out.back().error().message;
+      ++i;
+    }
+    const auto& a = out[0]->result;
+    const auto& b = out[1]->result;
+    EXPECT_EQ(a.text, b.text) << "stop \"" << stop << "\"";
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_EQ(a.finish, b.finish);
+    EXPECT_EQ(streamed[0], a.text) << "what streamed is the answer";
+    EXPECT_EQ(streamed[1], b.text);
+    EXPECT_GT(a.n_accepted, 0);
+    if (*stop != 0) {
+      EXPECT_EQ(a.finish, engine::FinishReason::kStop) << a.text;
+      EXPECT_EQ(a.text.find(stop), std::string::npos);
+    } else {
+      EXPECT_NE(a.text.find("Zürich"), std::string::npos) << a.text;
+    }
+  }
 }
 
 TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
