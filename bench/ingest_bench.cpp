@@ -167,17 +167,6 @@ double median(std::vector<double> v) {
 double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
-const char* kv_type_name(aoi::engine::KvType t) {
-  switch (t) {
-    case aoi::engine::KvType::kF32: return "f32";
-    case aoi::engine::KvType::kF16: return "f16";
-    case aoi::engine::KvType::kBF16: return "bf16";
-    case aoi::engine::KvType::kQ8_0: return "q8_0";
-    case aoi::engine::KvType::kQ4_0: return "q4_0";
-  }
-  return "?";
-}
-
 // printf into a string.
 template <class... Args>
 void add(std::string& out, const char* format, Args... args) {
@@ -250,8 +239,8 @@ int main(int argc, char** argv) {
       "ubatch %u, KV cache K %s V %s, flash attention %s, CPU only. One system is timed at a time; each is warmed up "
       "(untimed) before the first timing.\n\n",
       std::filesystem::path(model).filename().string().c_str(), m.description().c_str(), cp.n_threads,
-      cp.n_threads_batch, cp.n_batch, cp.n_ubatch, kv_type_name(cp.type_k), kv_type_name(cp.type_v),
-      flash_attn.c_str());
+      cp.n_threads_batch, cp.n_batch, cp.n_ubatch, aoi::engine::kv_type_name(cp.type_k),
+      aoi::engine::kv_type_name(cp.type_v), flash_attn.c_str());
   std::printf("%s", md.c_str());
   std::fflush(stdout);
 

@@ -33,6 +33,17 @@ llama_flash_attn_type to_llama(FlashAttn fa) {
 
 }  // namespace
 
+const char* kv_type_name(KvType type) {
+  switch (type) {
+    case KvType::kF32: return "f32";
+    case KvType::kF16: return "f16";
+    case KvType::kBF16: return "bf16";
+    case KvType::kQ8_0: return "q8_0";
+    case KvType::kQ4_0: return "q4_0";
+  }
+  return "?";
+}
+
 const char* decode_outcome_name(DecodeOutcome outcome) {
   switch (outcome) {
     case DecodeOutcome::kOk: return "ok";

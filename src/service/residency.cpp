@@ -11,20 +11,7 @@
 #include "session_codec.h"
 
 namespace aoi::service {
-namespace {
-
-const char* kv_type_name(engine::KvType t) {
-  switch (t) {
-    case engine::KvType::kF32: return "f32";
-    case engine::KvType::kF16: return "f16";
-    case engine::KvType::kBF16: return "bf16";
-    case engine::KvType::kQ8_0: return "q8_0";
-    case engine::KvType::kQ4_0: return "q4_0";
-  }
-  return "?";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string InferenceState::kv_layout() const {
   const engine::ContextParams& p = ctx_.params();
@@ -33,7 +20,7 @@ std::string InferenceState::kv_layout() const {
                    : p.flash_attn == engine::FlashAttn::kOff ? "off"
                                                              : "auto";
   std::string layout =
-      std::string("k=") + kv_type_name(p.type_k) + " v=" + kv_type_name(p.type_v) + " flash_attn=" + fa;
+      std::string("k=") + engine::kv_type_name(p.type_k) + " v=" + engine::kv_type_name(p.type_v) + " flash_attn=" + fa;
   // The chat template decides the tokens around a session's data (its system opener, scaffold and question
   // closing), so a snapshot made with another one does not fit. Named only when it is not the model's own, so
   // that snapshots made before the template could be chosen stay usable.

@@ -52,17 +52,6 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-const char* kv_type_name(engine::KvType t) {
-  switch (t) {
-    case engine::KvType::kF32: return "f32";
-    case engine::KvType::kF16: return "f16";
-    case engine::KvType::kBF16: return "bf16";
-    case engine::KvType::kQ8_0: return "q8_0";
-    case engine::KvType::kQ4_0: return "q4_0";
-  }
-  return "?";
-}
-
 // The window: by default nothing is evicted before the last checkpoint (the append that reaches it may
 // overshoot it by a batch): eviction is not what this measures.
 int window_tokens(const ReplayOptions& o) {
@@ -103,7 +92,7 @@ std::string settings_text(const ReplayOptions& o, const std::string& model_descr
                 "model %s (%s), threads %d for decode and %d for prefill, batch %u, ubatch %u, KV cache K %s V %s "
                 "(%u cells), flash attention %s, %s",
                 model_name.c_str(), model_description.c_str(), c.n_threads, c.n_threads_batch, c.n_batch, c.n_ubatch,
-                kv_type_name(c.type_k), kv_type_name(c.type_v), c.n_ctx,
+                engine::kv_type_name(c.type_k), engine::kv_type_name(c.type_v), c.n_ctx,
                 c.flash_attn == engine::FlashAttn::kOn ? "on" : "off", where.c_str());
   return buf;
 }

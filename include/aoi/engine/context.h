@@ -99,6 +99,8 @@ class Context {
 };
 
 const char* decode_outcome_name(DecodeOutcome outcome);
+// "f32", "f16", "bf16", "q8_0", "q4_0": llama.cpp's names, as the servers' --cache-type flags take them.
+const char* kv_type_name(KvType type);
 
 // KV cache bytes one token occupies with these cache types (all layers, K and V).
 std::uint64_t kv_bytes_per_token(const Model& model, const ContextParams& params);

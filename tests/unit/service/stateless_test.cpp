@@ -326,6 +326,19 @@ TEST(ResponseCache, DeterministicSeedsMakeSampledRequestsRepeatable) {
   EXPECT_EQ(c->result.tokens, a->result.tokens);
 }
 
+// Greedy requests of raw prompts, keeping the first logits for the strict rule.
+std::vector<GenerateRequest> raw_requests(const std::vector<std::string>& prompts, int max_tokens) {
+  std::vector<GenerateRequest> out;
+  for (const auto& p : prompts) {
+    GenerateRequest r;
+    r.prompt = p;
+    r.generation.max_tokens = max_tokens;
+    r.generation.keep_first_logits = true;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 // Greedy answers with drafting against the same requests without it: the same tokens (or a measured near-tie,
 // counted), and drafts that were really verified and accepted, so the comparison is not vacuous.
 void expect_drafting_changes_nothing(const std::string& model, const std::vector<GenerateRequest>& requests,
@@ -362,31 +375,22 @@ void expect_drafting_changes_nothing(const std::string& model, const std::vector
 
 TEST(Drafting, GreedyAnswersAreTheSameWithAndWithoutDrafts) {
   if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro is not available";
-  std::vector<GenerateRequest> requests;
+  // Random weights fall into loops: the answer repeats itself, and drafts from it hold.
+  std::vector<std::string> prompts;
   for (int i = 0; i < 6; ++i) {
-    GenerateRequest r;
-    // Random weights fall into loops: the answer repeats itself, and drafts from it hold.
-    r.prompt = "Series " + std::to_string(i) + ": 101.25 102.10 100.80 101.90 101.25 102.10 100.80 101.90 101.25";
-    r.generation.max_tokens = 48;
-    r.generation.keep_first_logits = true;
-    requests.push_back(r);
+    prompts.push_back("Series " + std::to_string(i) +
+                      ": 101.25 102.10 100.80 101.90 101.25 102.10 100.80 101.90 101.25");
   }
-  expect_drafting_changes_nothing("test-micro", requests, 1);
+  expect_drafting_changes_nothing("test-micro", raw_requests(prompts, 48), 1);
 }
 
 TEST(Drafting, ARealModelsStoriesAreTheSameWithAndWithoutDrafts) {
   if (test::model_path("stories260K").empty()) GTEST_SKIP() << "stories260K is not available";
-  std::vector<GenerateRequest> requests;
-  for (const char* start : {"Once upon a time, there was a little girl named Lily. She loved to play outside.",
-                            "Tom had a red ball. Tom liked to play with his red ball. One day, Tom",
-                            "The cat sat on the mat. The dog sat on the mat. The bird"}) {
-    GenerateRequest r;
-    r.prompt = start;
-    r.generation.max_tokens = 64;
-    r.generation.keep_first_logits = true;
-    requests.push_back(r);
-  }
-  expect_drafting_changes_nothing("stories260K", requests, 1);
+  const std::vector<std::string> prompts = {
+      "Once upon a time, there was a little girl named Lily. She loved to play outside.",
+      "Tom had a red ball. Tom liked to play with his red ball. One day, Tom",
+      "The cat sat on the mat. The dog sat on the mat. The bird"};
+  expect_drafting_changes_nothing("stories260K", raw_requests(prompts, 64), 1);
 }
 
 // A passage the copy model quotes (aoi-gen-model --weights copy): prices, times and codes, as data quoted in
@@ -399,16 +403,12 @@ constexpr const char* kPassage =
 
 TEST(Drafting, ACopyModelsQuotesAreTheSameWithAndWithoutDrafts) {
   if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
-  std::vector<GenerateRequest> requests;
+  std::vector<std::string> prompts;
   for (const char* cue : {"The first ferry left for Wren", "A kilo of fresh mackerel sold for",
                           "The harbour master noted that the wind"}) {
-    GenerateRequest r;
-    r.prompt = std::string(kPassage) + "\n\n" + cue;
-    r.generation.max_tokens = 48;
-    r.generation.keep_first_logits = true;
-    requests.push_back(r);
+    prompts.push_back(std::string(kPassage) + "\n\n" + cue);
   }
-  expect_drafting_changes_nothing("copy-micro", requests, 0);
+  expect_drafting_changes_nothing("copy-micro", raw_requests(prompts, 48), 0);
 }
 
 TEST(Drafting, StopStringsAndSplitCharactersStayExactWithDrafts) {
