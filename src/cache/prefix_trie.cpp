@@ -135,7 +135,7 @@ void PrefixTrie::prune(Node* node) {
 }
 
 PrefixTrie::Match PrefixTrie::longest(std::span<const Token> tokens, int max_length,
-                                      const std::function<bool(SeqId)>& usable, std::uint64_t stamp) {
+                                      const std::function<bool(SeqId)>& usable) const {
   const size_t limit = std::min(tokens.size(), static_cast<size_t>(std::max(0, max_length)));
   Match best;
   const Node* node = root_.get();
@@ -160,7 +160,6 @@ PrefixTrie::Match PrefixTrie::longest(std::span<const Token> tokens, int max_len
     node = child;
     i += c;
   }
-  if (best.donor >= 0 && stamp != 0) donors_.at(best.donor).stamp = stamp;
   return best;
 }
 

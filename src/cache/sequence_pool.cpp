@@ -73,23 +73,31 @@ int SequencePool::cached_cells() const {
   return n;
 }
 
-std::optional<SeqId> SequencePool::victim(SeqId spare) const {
-  for (const auto& s : slots_) {
-    if (!s.busy && s.held.empty() && seq_of(s) != spare) return seq_of(s);
-  }
+void SequencePool::publish_gauges() {
+  donors_.store(static_cast<int>(std::count_if(slots_.begin(), slots_.end(),
+                                               [](const Slot& x) { return !x.busy && !x.held.empty(); })),
+                std::memory_order_relaxed);
+  cached_.store(cached_cells(), std::memory_order_relaxed);
+}
+
+std::optional<SeqId> SequencePool::leaf_oldest_idle(SeqId spare) const {
   return trie_.eviction_victim([&](SeqId d) {
-    if (d < first_ || d >= first_ + size() || d == spare) return false;
+    if (d < first_ || d >= first_ + size() || d == spare) return false;  // outside the pool
     return !slots_[static_cast<size_t>(d - first_)].busy;
   });
 }
 
-void SequencePool::make_room(int cells, SeqId keep) {
+std::optional<SeqId> SequencePool::victim(SeqId spare) const {
+  for (const auto& s : slots_) {
+    if (!s.busy && s.held.empty() && seq_of(s) != spare) return seq_of(s);
+  }
+  return leaf_oldest_idle(spare);
+}
+
+void SequencePool::make_room() {
   int cached = cached_cells();
-  while (budget_ > 0 && cached + cells > budget_) {
-    const auto v = trie_.eviction_victim([&](SeqId d) {
-      if (d < first_ || d >= first_ + size() || d == keep) return false;
-      return !slots_[static_cast<size_t>(d - first_)].busy;
-    });
+  while (budget_ > 0 && cached > budget_) {
+    const auto v = leaf_oldest_idle(-1);
     if (!v) break;
     Slot& s = slot(*v);
     cached -= static_cast<int>(s.held.size());
@@ -113,12 +121,9 @@ void SequencePool::give_back(SeqId seq, std::span<const Token> tokens) {
     s.held.assign(tokens.begin(), tokens.end());
     s.cells.set(n);
     trie_.set(seq, s.held, ++clock_);
-    make_room(0, -1);
+    make_room();
   }
-  donors_.store(static_cast<int>(std::count_if(slots_.begin(), slots_.end(),
-                                               [](const Slot& x) { return !x.busy && !x.held.empty(); })),
-                std::memory_order_relaxed);
-  cached_.store(cached_cells(), std::memory_order_relaxed);
+  publish_gauges();
 }
 
 std::optional<SequencePool::Grant> SequencePool::acquire(std::span<const Token> prompt,
@@ -187,10 +192,7 @@ std::optional<SequencePool::Grant> SequencePool::acquire(std::span<const Token> 
   }
   s.cells.set(cached);
   lookups_.fetch_add(1, std::memory_order_relaxed);
-  donors_.store(static_cast<int>(std::count_if(slots_.begin(), slots_.end(),
-                                               [](const Slot& x) { return !x.busy && !x.held.empty(); })),
-                std::memory_order_relaxed);
-  cached_.store(cached_cells(), std::memory_order_relaxed);
+  publish_gauges();
   return Grant{Lease(this, seq), cached};
 }
 

@@ -188,7 +188,8 @@ void InferenceLoop::run() {
   }
 }
 
-bool InferenceLoop::build(const std::vector<LaneGrant>& grants, std::vector<size_t>& granted) {
+bool InferenceLoop::build(const std::vector<LaneGrant>& grants, const std::vector<int>& drafts,
+                          std::vector<size_t>& granted) {
   batch_.clear();
   granted.clear();
   for (size_t i = 0; i < lanes_.size(); ++i) {
@@ -200,7 +201,7 @@ bool InferenceLoop::build(const std::vector<LaneGrant>& grants, std::vector<size
   for (size_t i : granted) {
     Entry& e = lanes_[i];
     try {
-      e.lane->add_rows(batch_, Grant{grants[i].decode, grants[i].prefill, grants[i].decode ? drafts_[i] : 0});
+      e.lane->add_rows(batch_, Grant{grants[i].decode, grants[i].prefill, grants[i].decode ? drafts[i] : 0});
     } catch (const std::exception& ex) {
       fail_entry(e, Error::internal(std::string(e.lane->name()) + " failed: " + ex.what()));
       return false;
@@ -258,13 +259,12 @@ void InferenceLoop::run_pass() {
                 .aging_passes = params_.aging_passes};
   PassPlan plan = plan_pass(demands, pp, rr_);
   if (plan.empty()) return;
-  drafts_ = drafts;
 
   std::vector<size_t> granted;
   std::uint64_t backoffs = 0;
   engine::DecodeOutcome outcome = engine::DecodeOutcome::kOk;
   for (;;) {
-    if (!build(plan.grants, granted)) return;  // a lane threw; it is failed, the pass is planned again
+    if (!build(plan.grants, drafts, granted)) return;  // a lane threw; it is failed, the pass is planned again
     if (batch_.empty()) return;
     outcome = forward_.decode(batch_);
     if (outcome != engine::DecodeOutcome::kNoKvSlot) break;
@@ -329,9 +329,6 @@ void InferenceLoop::run_pass() {
   stats_.tokens += static_cast<std::uint64_t>(batch_.size());
   stats_.backoffs += backoffs;
   stats_.grouped_tokens += grouped;
-  for (size_t i = 0; i < n; ++i) {
-    if (plan.grants[i].decode) stats_.draft_rows += static_cast<std::uint64_t>(drafts[i]);
-  }
   stats_.last_pass_tokens = batch_.size();
   stats_.last_pass_ms = ms_since(t0);
   recent_ms_[recent_next_++ % recent_ms_.size()] = stats_.last_pass_ms;

@@ -44,6 +44,7 @@ sched::Demand CompletionLane::poll(sched::Clock::time_point now) {
     return {};
   }
   if (!generation_) {
+    if (state_.pool().free() == 0) return {};  // before gathering the donors: this runs every pass it waits
     auto grant = state_.pool().acquire(
         prompt_, state_.pool().enabled() ? state_.outside_donors() : std::vector<cache::OutsideDonor>{});
     if (!grant) return {};
@@ -55,13 +56,7 @@ sched::Demand CompletionLane::poll(sched::Clock::time_point now) {
         state_.model(), lease_.seq(), cached_, std::vector<engine::Token>(split, prompt_.end()), request_.generation,
         on_text_, std::vector<engine::Token>(prompt_.begin(), split));
   }
-  sched::Demand d{generation_->wants_decode() ? 1 : 0, generation_->prompt_left()};
-  if (d.decode_rows > 0) {
-    d.draft_tokens = static_cast<int>(generation_->draft().size());
-    d.draft_acceptance = generation_->draft_acceptance();
-    d.draft_verified = generation_->draft_verified();
-  }
-  return d;
+  return sched::generation_demand(*generation_);
 }
 
 void CompletionLane::add_rows(engine::Batch& batch, const sched::Grant& grant) {

@@ -19,6 +19,10 @@ int arbiter_rank(sched::Priority p) {
   }
 }
 
+// A session whose Region 0 is in its sequence for good: stateful (a naive one decodes it again per question)
+// and set up.
+bool region0_in_place(const session::Session& s) { return s.mode() == session::SessionMode::kStateful && s.set_up(); }
+
 }  // namespace
 
 Result<SeqLayout> seq_layout(const ServiceParams& params) {
@@ -84,7 +88,7 @@ InferenceState::InferenceState(const ServiceParams& params, engine::Context& ctx
 const session::Session* InferenceState::region0_donor(std::span<const engine::Token> region0) const {
   for (const auto& [id, rt] : sessions_) {
     const session::Session& s = *rt->session;
-    if (s.mode() != session::SessionMode::kStateful || !s.set_up()) continue;
+    if (!region0_in_place(s)) continue;
     if (std::equal(region0.begin(), region0.end(), s.region0_tokens().begin(), s.region0_tokens().end())) return &s;
   }
   return nullptr;
@@ -93,11 +97,9 @@ const session::Session* InferenceState::region0_donor(std::span<const engine::To
 std::vector<cache::OutsideDonor> InferenceState::outside_donors() const {
   std::vector<cache::OutsideDonor> out;
   for (const auto& [id, rt] : sessions_) {
-    if (!rt->session) continue;
-    const session::Session& s = *rt->session;
-    if (s.mode() != session::SessionMode::kStateful || !s.set_up()) continue;
     // Region 0 is decoded once and never evicted nor moved: its cells stay as they are.
-    out.push_back({s.seq(), s.region0_tokens()});
+    if (rt->session && region0_in_place(*rt->session))
+      out.push_back({rt->session->seq(), rt->session->region0_tokens()});
   }
   return out;
 }

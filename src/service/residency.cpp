@@ -11,7 +11,6 @@
 #include "session_codec.h"
 
 namespace aoi::service {
-namespace {}  // namespace
 
 std::string InferenceState::kv_layout() const {
   const engine::ContextParams& p = ctx_.params();

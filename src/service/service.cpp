@@ -557,6 +557,10 @@ Result<QueryOutcome> Service::query(std::string_view id, QueryRequest request) {
   return wait_for<Result<QueryOutcome>>([&](auto done) { query(id, std::move(request), {}, std::move(done)); });
 }
 
+int Service::completion_limit() const {
+  return std::min(cells_per_seq_, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
+}
+
 Result<std::vector<engine::Token>> Service::prompt_tokens(const GenerateRequest& request) const {
   const std::string field = request.prompt ? "prompt" : "messages";
   std::string text;
@@ -587,7 +591,7 @@ Result<std::vector<engine::Token>> Service::prompt_tokens(const GenerateRequest&
     token_cache_.put(text, tokens);
   }
   if (tokens.empty()) return Error::invalid(field, "the prompt is empty");
-  const int limit = std::min(cells_per_seq_, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
+  const int limit = completion_limit();
   if (static_cast<int>(tokens.size()) + 1 > limit) {
     return Error::invalid(field, "the prompt is " + std::to_string(tokens.size()) + " tokens; at most " +
                                      std::to_string(limit - 1) + " fit");
@@ -612,9 +616,8 @@ void Service::generate(GenerateRequest request, std::function<void(std::string_v
     return;
   }
   // The completion fits its sequence: clamp max_tokens to what is left.
-  const int limit = std::min(cells_per_seq_, model_->n_ctx_train() > 0 ? model_->n_ctx_train() : INT32_MAX);
   engine::GenerationParams& g = request.generation;
-  g.max_tokens = std::min(g.max_tokens, limit - static_cast<int>(tokens->size()));
+  g.max_tokens = std::min(g.max_tokens, completion_limit() - static_cast<int>(tokens->size()));
   g.draft_max = params_.loop.draft.max;
   const bool sampled = g.sampling.temperature > 0.0f;
   if (sampled && !request.seeded && params_.deterministic_seed) {

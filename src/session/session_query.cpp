@@ -29,14 +29,8 @@ void SessionQuery::release() {
 
 sched::Demand SessionQuery::demand() {
   if (generation_.done()) return {};
-  sched::Demand d{generation_.wants_decode() ? 1 : 0, generation_.prompt_left()};
-  if (d.decode_rows > 0) {
-    // Answers that quote the data (a price, a timestamp) are where drafts from the session's tokens hold.
-    d.draft_tokens = static_cast<int>(generation_.draft().size());
-    d.draft_acceptance = generation_.draft_acceptance();
-    d.draft_verified = generation_.draft_verified();
-  }
-  return d;
+  // Answers that quote the data (a price, a timestamp) are where drafts from the session's tokens hold.
+  return sched::generation_demand(generation_);
 }
 
 void SessionQuery::add_rows(engine::Batch& batch, const sched::Grant& grant) {

@@ -51,9 +51,8 @@ class PrefixTrie {
   size_t nodes() const { return n_nodes_; }
 
   // The longest leading part of `tokens` that a donor `usable` accepts holds (at most max_length tokens),
-  // and the most recently used such donor. Marks the donor used at `stamp` when stamp is non-zero.
-  Match longest(std::span<const Token> tokens, int max_length, const std::function<bool(SeqId)>& usable,
-                std::uint64_t stamp = 0);
+  // and the most recently used such donor (touch() marks it used when it is).
+  Match longest(std::span<const Token> tokens, int max_length, const std::function<bool(SeqId)>& usable) const;
 
   // The donor to give up first among those `candidate` accepts: one whose whole path another donor holds
   // too (nothing is lost), else the one whose last use is oldest; nothing when no donor is a candidate.

@@ -111,12 +111,15 @@ class SequencePool {
   Slot& slot(SeqId seq) { return slots_[static_cast<size_t>(seq - first_)]; }
   SeqId seq_of(const Slot& s) const { return first_ + static_cast<SeqId>(&s - slots_.data()); }
   void empty(Slot& s);
-  // Empties leaf-oldest idle donors (never `keep`) until `cells` more fit the budget.
-  void make_room(int cells, SeqId keep);
-  // The idle sequence to give way for a new completion: an empty one, else the trie's leaf-oldest donor.
+  // The trie's leaf-oldest donor among the idle sequences, `spare` aside.
+  std::optional<SeqId> leaf_oldest_idle(SeqId spare) const;
+  // Empties leaf-oldest idle donors until what idle sequences hold fits the budget.
+  void make_room();
+  // The idle sequence to give way for a new completion: an empty one, else the leaf-oldest idle donor.
   std::optional<SeqId> victim(SeqId spare) const;
   void give_back(SeqId seq, std::span<const Token> tokens);
   int cached_cells() const;
+  void publish_gauges();  // donors_ and cached_, for stats() on other threads
 
   engine::Context& ctx_;
   const SeqId first_;

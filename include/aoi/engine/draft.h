@@ -3,7 +3,6 @@
 // phrases) are where the guesses hold.
 #pragma once
 
-#include <span>
 #include <vector>
 
 #include "aoi/engine/types.h"
@@ -17,6 +16,6 @@ inline constexpr int kDraftNgramMin = 2;
 // Up to max_tokens tokens to draft after `sampled`, the token that follows `held`: what followed the latest
 // earlier occurrence of the n-gram that `sampled` ends (llama.cpp's common_ngram_simple_draft). Empty when no
 // n-gram of kDraftNgramMin..kDraftNgramMax tokens occurred before.
-std::vector<Token> lookup_draft(std::span<const Token> held, Token sampled, int max_tokens);
+std::vector<Token> lookup_draft(const std::vector<Token>& held, Token sampled, int max_tokens);
 
 }  // namespace aoi::engine

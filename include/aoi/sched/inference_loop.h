@@ -55,7 +55,6 @@ struct LoopStats {
   std::uint64_t tokens = 0;          // rows decoded, all passes
   std::uint64_t backoffs = 0;        // passes rebuilt after the cache had no slot
   std::uint64_t grouped_tokens = 0;  // prefill tokens taken from a group leader instead of decoded
-  std::uint64_t draft_rows = 0;      // draft tokens verified beside decode rows
   int last_pass_tokens = 0;
   double last_pass_ms = 0;
   double max_recent_pass_ms = 0;            // the longest of the last kRecentPasses passes
@@ -106,8 +105,9 @@ class InferenceLoop {
 
   void run();
   void run_pass();
-  // Builds the batch from `grants` and decodes it; false when a lane threw while adding rows (it is failed).
-  bool build(const std::vector<LaneGrant>& grants, std::vector<size_t>& granted);
+  // Builds the batch from `grants` (with `drafts`, each lane's draft tokens) and decodes it; false when a lane
+  // threw while adding rows (it is failed).
+  bool build(const std::vector<LaneGrant>& grants, const std::vector<int>& drafts, std::vector<size_t>& granted);
   void fail_entry(Entry& e, const Error& error);
   void sweep();  // removes dead and done lanes
   static void fail_quietly(Lane& lane, const Error& error);
@@ -118,7 +118,6 @@ class InferenceLoop {
   const LoopParams params_;
   engine::Batch batch_;
   RoundRobin rr_;
-  std::vector<int> drafts_;                      // the pass being built: draft tokens granted to each lane
   std::vector<Entry> lanes_;                     // loop thread
   std::vector<std::unique_ptr<Lane>> incoming_;  // loop thread: added while lanes_ is walked
 

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "aoi/common/error.h"
+#include "aoi/engine/generation.h"
 #include "aoi/engine/types.h"
 #include "aoi/sched/prefix_groups.h"
 #include "aoi/sched/priority.h"
@@ -34,6 +35,17 @@ struct Demand {
   int draft_verified = 0;
   bool idle() const { return decode_rows == 0 && prefill_tokens == 0; }
 };
+
+// What a generation wants from the next pass: its prompt's rest, or its sampled token and drafts after it.
+inline Demand generation_demand(engine::Generation& g) {
+  Demand d{g.wants_decode() ? 1 : 0, g.prompt_left()};
+  if (d.decode_rows > 0) {
+    d.draft_tokens = static_cast<int>(g.draft().size());
+    d.draft_acceptance = g.draft_acceptance();
+    d.draft_verified = g.draft_verified();
+  }
+  return d;
+}
 
 // What it got: its decode rows (with draft tokens after them), and how many prefill tokens (a leading chunk
 // of what it asked for).

@@ -296,6 +296,8 @@ class Service {
   // The fast paths, on the caller's thread: a cached flash answer or the ready logits' verdict.
   std::optional<QueryOutcome> answer_without_inference(SessionHandle& handle, const QueryRequest& request) const;
   void forget_creating(const std::string& id);
+  // Positions a completion may use, prompt and answer: its sequence's cells, within the trained context.
+  int completion_limit() const;
 
   ServiceParams params_;
   std::unique_ptr<Persistence> persistence_;  // the data directory, or null; outlives the loop and its state

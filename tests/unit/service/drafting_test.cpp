@@ -17,6 +17,22 @@ namespace {
 
 using namespace stateless;
 
+// Two services on `model`, alike but for drafting: on (drafting generously, at a pass cost of `fixed_rows`:
+// the comparisons need drafts) and off.
+struct DraftingPair {
+  std::unique_ptr<Service> drafting;
+  std::unique_ptr<Service> plain;
+};
+DraftingPair start_pair(const std::string& model, double fixed_rows = 16.0) {
+  Options on;
+  on.model = model;
+  on.draft_max = 8;
+  on.fixed_rows = fixed_rows;
+  Options off = on;
+  off.draft_max = 0;
+  return {start(on), start(off)};
+}
+
 // Greedy requests of raw prompts, keeping the first logits for the strict rule.
 std::vector<GenerateRequest> raw_requests(const std::vector<std::string>& prompts, int max_tokens) {
   std::vector<GenerateRequest> out;
@@ -34,14 +50,7 @@ std::vector<GenerateRequest> raw_requests(const std::vector<std::string>& prompt
 // counted), and drafts that were really verified and accepted, so the comparison is not vacuous.
 void expect_drafting_changes_nothing(const std::string& model, const std::vector<GenerateRequest>& requests,
                                      int max_excused) {
-  Options on;
-  on.model = model;
-  on.draft_max = 8;
-  on.fixed_rows = 16.0;  // draft generously: the comparison needs drafts
-  Options off = on;
-  off.draft_max = 0;
-  auto drafting = start(on);
-  auto plain = start(off);
+  auto [drafting, plain] = start_pair(model);
   ASSERT_TRUE(drafting && plain);
   test::Tally tally;
   int drafted = 0;
@@ -104,14 +113,7 @@ TEST(Drafting, ACopyModelsQuotesAreTheSameWithAndWithoutDrafts) {
 
 TEST(Drafting, StopStringsAndSplitCharactersStayExactWithDrafts) {
   if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
-  Options on;
-  on.model = "copy-micro";
-  on.draft_max = 8;
-  on.fixed_rows = 16.0;
-  Options off = on;
-  off.draft_max = 0;
-  auto drafting = start(on);
-  auto plain = start(off);
+  auto [drafting, plain] = start_pair("copy-micro");
   ASSERT_TRUE(drafting && plain);
   // Characters the tokenizer splits into byte tokens, and a stop string that spans tokens: drafts accepted in
   // one pass still go through the text stream one token at a time.
@@ -154,14 +156,7 @@ TEST(Drafting, StopStringsAndSplitCharactersStayExactWithDrafts) {
 
 TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
   if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
-  Options on;
-  on.model = "copy-micro";
-  on.draft_max = 8;
-  on.fixed_rows = 16.0;  // draft generously: the comparison needs drafts
-  Options off = on;
-  off.draft_max = 0;
-  auto drafting = start(on);
-  auto plain = start(off);
+  auto [drafting, plain] = start_pair("copy-micro");
   ASSERT_TRUE(drafting && plain);
   std::vector<std::string> records;
   std::string sentence;
@@ -207,13 +202,8 @@ TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
 
 TEST(Drafting, ASeededSamplerDrawsTheSameAnswerWithDrafts) {
   if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro is not available";
-  Options on;
-  on.draft_max = 8;
-  on.fixed_rows = 100.0;  // draft whatever is proposed
-  Options off = on;
-  off.draft_max = 0;
-  auto drafting = start(on);
-  auto plain = start(off);
+  // draft whatever is proposed
+  auto [drafting, plain] = start_pair("test-micro", 100.0);
   ASSERT_TRUE(drafting && plain);
   int accepted = 0;
   for (int i = 0; i < 4; ++i) {
