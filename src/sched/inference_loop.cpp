@@ -117,8 +117,8 @@ void InferenceLoop::fail_entry(Entry& e, const Error& error) {
   fail_quietly(*e.lane, error);
 }
 
-void InferenceLoop::sweep() {
-  std::erase_if(lanes_, [](const Entry& e) { return e.dead || e.lane->done(); });
+size_t InferenceLoop::sweep() {
+  return std::erase_if(lanes_, [](const Entry& e) { return e.dead || e.lane->done(); });
 }
 
 void InferenceLoop::run() {
@@ -166,7 +166,8 @@ void InferenceLoop::run() {
         }
       }
     }
-    sweep();
+    // A lane that ended may have held what another waits for (a deleted session's sequence): poll again.
+    const bool ended = sweep() > 0;
     {
       std::lock_guard lock(stats_mu_);
       stats_.lanes = {};
@@ -177,6 +178,7 @@ void InferenceLoop::run() {
       sweep();
       continue;
     }
+    if (ended) continue;
     std::unique_lock lock(mu_);
     if (!incoming_.empty()) continue;
     const auto wakeup = [this] { return stopping_ || woken_ || !inbox_.empty(); };

@@ -19,10 +19,11 @@ net::awaitable<Outcome> metrics(Call& call) {
     co_return Outcome{
         error_response(call.request, Error::forbidden("/metrics is for admin keys (aoi serve --api-key)"))};
   }
-  const auto sessions = call.service.sessions();
+  std::vector<service::SessionSnapshot> sessions;
   TenantView tenants{{}, call.quotas.refusals()};
-  for (const auto& s : sessions) {
-    if (auto h = call.service.handle(s.id)) tenants.owner[s.id] = h->config().owner;
+  for (const auto& h : call.service.handles()) {
+    sessions.push_back(h->snapshot());
+    tenants.owner[h->id()] = h->config().owner;
   }
   Response res{http::status::ok, call.request.version()};
   res.set(http::field::server, "aoi");

@@ -47,7 +47,11 @@ Response json_response(const Request& req, http::status status, const nlohmann::
 }
 
 Response error_response(const Request& req, const Error& error) {
-  return json_response(req, static_cast<http::status>(http_status(error.type)), error_body(error));
+  Response res = json_response(req, static_cast<http::status>(http_status(error.type)), error_body(error));
+  // Refusals that pass (a session on its way between the cache and the disk, every slot busy): try again soon.
+  if (error.type == ErrorType::kNotReady || error.type == ErrorType::kOverloaded)
+    res.set(http::field::retry_after, "1");
+  return res;
 }
 
 Response quota_response(const Request& req, const QuotaRefusal& refusal) {

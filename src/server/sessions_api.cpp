@@ -37,11 +37,10 @@ struct Holdings {
 
 Holdings holdings(const Service& svc, const Tenant& tenant) {
   Holdings h;
-  for (const auto& snap : svc.sessions()) {
-    const auto handle = svc.handle(snap.id);
-    if (handle == nullptr || handle->config().owner != tenant.name) continue;
+  for (const auto& handle : svc.handles()) {
+    if (handle->config().owner != tenant.name) continue;
     ++h.sessions;
-    h.cells += snap.window_cells();
+    h.cells += handle->snapshot().window_cells();
   }
   return h;
 }
@@ -84,6 +83,14 @@ net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call, const servic
                          60};
 }
 
+// 201 with the session as created (read from its own handle: a racing delete may have removed it, and a
+// racing create given its id to another session, by now), unless it goes again over the cells quota.
+net::awaitable<Outcome> created_response(Call& call, const service::SessionHandle& created) {
+  const service::SessionSnapshot snap = created.snapshot();
+  if (auto refused = co_await check_cells(call, snap)) co_return Outcome{quota_response(call.request, *refused)};
+  co_return Outcome{json_response(call.request, http::status::created, session_json(snap, created))};
+}
+
 bool is_snapshot_upload(const Request& req) {
   const std::string_view type = sv(req[http::field::content_type]);
   return type.rfind("application/octet-stream", 0) == 0;
@@ -102,16 +109,14 @@ net::awaitable<Outcome> import_session(Call& call) {
   std::string owner = call.tenant->admin ? "" : call.tenant->name;
   auto start = [&svc, snap = std::move(snapshot).value(), id = std::move(id), owner = std::move(owner)](
                    auto done) mutable { svc.import_session(std::move(snap), std::move(id), std::move(owner), done); };
-  auto created = co_await await_callback<Result<service::SessionSnapshot>>(start);
+  auto created = co_await await_callback<Service::Created>(start);
   if (!created) {
     Error e = created.error();
     // The file is the client's input: a file this server cannot use is a bad request body.
     if (e.type == ErrorType::kDamaged) e = Error::invalid("body", e.message);
     co_return Outcome{error_response(call.request, e)};
   }
-  if (auto refused = co_await check_cells(call, *created)) co_return Outcome{quota_response(call.request, *refused)};
-  co_return Outcome{
-      json_response(call.request, http::status::created, session_json(*created, *svc.handle(created->id)))};
+  co_return co_await created_response(call, **created);
 }
 
 net::awaitable<Outcome> export_session(Call& call) {
@@ -174,18 +179,15 @@ net::awaitable<Outcome> create_session(Call& call) {
   config.owner = call.tenant->admin ? "" : call.tenant->name;
   Service& svc = call.service;
   auto start = [&svc, config = std::move(config)](auto done) mutable { svc.create_session(std::move(config), done); };
-  auto created = co_await await_callback<Result<service::SessionSnapshot>>(start);
+  auto created = co_await await_callback<Service::Created>(start);
   if (!created) co_return Outcome{error_response(call.request, created.error())};
-  if (auto refused = co_await check_cells(call, *created)) co_return Outcome{quota_response(call.request, *refused)};
-  co_return Outcome{
-      json_response(call.request, http::status::created, session_json(*created, *svc.handle(created->id)))};
+  co_return co_await created_response(call, **created);
 }
 
 net::awaitable<Outcome> list_sessions(Call& call) {
   json list = json::array();
-  for (const auto& snap : call.service.sessions()) {
-    auto h = call.service.handle(snap.id);
-    if (h && may_see(*call.tenant, *h)) list.push_back(session_json(snap, *h));
+  for (const auto& h : call.service.handles()) {
+    if (may_see(*call.tenant, *h)) list.push_back(session_json(h->snapshot(), *h));
   }
   co_return Outcome{json_response(call.request, http::status::ok, {{"sessions", list}})};
 }

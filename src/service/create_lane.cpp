@@ -35,14 +35,10 @@ bool CreateLane::start() {
   }
   auto lease = state_.session_seqs().take();
   if (!lease && state_.offload_one()) lease = state_.session_seqs().take();
-  if (!lease) {
-    // Memory only, nothing can make room: say so at once.
-    if (state_.persistence() == nullptr) {
-      complete(Error::overloaded("all " + std::to_string(state_.session_seqs().size()) +
-                                 " session sequences are in use (--max-sessions)"));
-    }
-    return false;
-  }
+  // None free: an idle session goes to disk once one is idle; in memory only, admission (Service::reserve_id)
+  // kept the sessions within the sequences, so one is held by a session deleted a moment ago, whose lanes are
+  // ending. Either way a sequence comes within the deadline, or the lane fails with 503.
+  if (!lease) return false;
   auto created =
       session::Session::create(state_.ctx(), handle_->config(), state_.layout(), std::move(*lease), state_.cells());
   if (!created) {
@@ -170,9 +166,10 @@ void CreateLane::complete(Status status) {
 
 void CreateLane::fail(const Error& error) {
   if (error.type == ErrorType::kTimeout && !rt_) {
-    complete(Error::overloaded("no room in the cache for session " + handle_->id() + ": all " +
-                               std::to_string(state_.session_seqs().size()) +
-                               " resident sessions were busy for too long; try again"));
+    // Not the client's doing, and it passes: 503 with Retry-After.
+    complete(Error::not_ready("no room in the cache for session " + handle_->id() + ": all " +
+                              std::to_string(state_.session_seqs().size()) +
+                              " resident sessions were busy for too long; try again"));
     return;
   }
   complete(error);

@@ -1,7 +1,6 @@
 #include "inference_state.h"
 
 #include <algorithm>
-#include <tuple>
 
 #include "aoi/engine/sampling.h"
 
@@ -9,15 +8,6 @@ namespace aoi::service {
 namespace {
 
 constexpr int kMaxSeqs = 256;  // llama.cpp's LLAMA_MAX_SEQ
-
-// The order a session's operations take its primary in: questions, then flash questions, then appends.
-int arbiter_rank(sched::Priority p) {
-  switch (p) {
-    case sched::Priority::kSession: return 0;
-    case sched::Priority::kFlash: return 1;
-    default: return 2;
-  }
-}
 
 // A session whose Region 0 is in its sequence for good: stateful (a naive one decodes it again per question)
 // and set up.
@@ -36,42 +26,6 @@ Result<SeqLayout> seq_layout(const ServiceParams& params) {
                                               std::to_string(kMaxSeqs) + " sequences");
   }
   return l;
-}
-
-void PrimaryArbiter::want(const void* who, sched::Priority priority) {
-  if (holder_ == who) return;
-  for (const auto& w : waiting_) {
-    if (w.who == who) return;
-  }
-  waiting_.push_back({who, priority, next_order_++, 0});
-}
-
-bool PrimaryArbiter::acquire(const void* who) {
-  if (holder_ == who) return true;
-  if (holder_ != nullptr) return false;
-  const Waiter* best = nullptr;
-  auto key = [](const Waiter& w) {
-    return std::make_tuple(w.passed_over >= kMaxPassedOver ? 0 : 1, arbiter_rank(w.priority), w.order);
-  };
-  for (const auto& w : waiting_) {
-    // A flash round in progress holds the data version: appends wait for its end.
-    if (pins_ > 0 && w.priority == sched::Priority::kStream) continue;
-    if (best == nullptr || key(w) < key(*best)) best = &w;
-  }
-  if (best == nullptr || best->who != who) return false;
-  holder_ = who;
-  std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
-  for (auto& w : waiting_) w.passed_over++;
-  return true;
-}
-
-void PrimaryArbiter::release(const void* who) {
-  if (holder_ == who) holder_ = nullptr;
-}
-
-void PrimaryArbiter::forget(const void* who) {
-  release(who);
-  std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
 }
 
 InferenceState::InferenceState(const ServiceParams& params, engine::Context& ctx, const SeqLayout& seqs,

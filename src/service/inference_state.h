@@ -33,6 +33,7 @@
 #include "aoi/session/prompt_layout.h"
 #include "aoi/session/session.h"
 #include "aoi/store/snapshot_file.h"
+#include "primary_arbiter.h"
 
 namespace aoi::service {
 
@@ -48,40 +49,6 @@ struct SeqLayout {
   int total() const { return sessions + pool + spares; }
 };
 Result<SeqLayout> seq_layout(const ServiceParams& params);
-
-// Who writes a session's primary sequence next: one operation at a time. A question (SESSION) goes first, then
-// a flash question (FLASH: work done ahead of time), then an append (STREAM), the longest waiting first within
-// a class; an operation passed over kMaxPassedOver times goes first of all, so that questions never starve
-// ingestion nor flash rounds. A flash round pins the data version: appends wait until it ends, questions may
-// run between its questions.
-class PrimaryArbiter {
- public:
-  static constexpr int kMaxPassedOver = 4;
-
-  // `who` wants the primary; idempotent.
-  void want(const void* who, sched::Priority priority);
-  // Takes the primary when it is free and `who` comes first. The winner stops waiting, the others were passed
-  // over once more.
-  bool acquire(const void* who);
-  void release(const void* who);
-  // Stops wanting it, and gives it back if held.
-  void forget(const void* who);
-  bool held_by(const void* who) const { return holder_ == who; }
-  void pin() { ++pins_; }
-  void unpin() { --pins_; }
-
- private:
-  struct Waiter {
-    const void* who;
-    sched::Priority priority;
-    std::uint64_t order;
-    int passed_over;
-  };
-  const void* holder_ = nullptr;
-  std::vector<Waiter> waiting_;
-  std::uint64_t next_order_ = 0;
-  int pins_ = 0;
-};
 
 // The loop-side state of one resident session. Its lanes share it; the session (and its sequence's cells)
 // goes when the registry entry and the last lane are gone.
@@ -178,13 +145,18 @@ class InferenceState {
   bool snapshot_due(const SessionRuntime& rt) const;
   // Moves the least recently used idle resident session to disk, freeing its sequence. False: none is idle.
   bool offload_one();
-  // Moves this idle resident session to disk (its snapshot queued for writing, its sequence freed).
-  void offload(const std::shared_ptr<SessionRuntime>& rt);
+  // Moves this idle resident session to disk (its snapshot queued for writing, its sequence freed). By value:
+  // the runtime leaves sessions() here, and a reference into it would go with it.
+  void offload(std::shared_ptr<SessionRuntime> rt);
   // Runs `then` once the session is resident (at once when it is), bringing it back from disk first; `then`
   // gets the error when it cannot come back (damaged, deleted, no room in time). Loop thread.
   void make_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then);
-  // The session is resident now (or failed to come back): runs the waiters.
-  void resident(const std::string& id, const Status& status);
+  // This session is resident now (or failed to come back, or was deleted): runs its waiters. Waiters of another
+  // session that had the same id before (or after) are not this one's.
+  void resident(const SessionHandle& handle, const Status& status);
+  // The resident runtime of exactly this session (not of a session with the same id created after it was
+  // deleted), or null.
+  std::shared_ptr<SessionRuntime> runtime(const SessionHandle& handle) const;
 
   // Totals of deleted sessions, so the service's counters never go backwards. Any thread reads them.
   struct Gone {
@@ -207,7 +179,11 @@ class InferenceState {
   Persistence* persistence_;
   std::map<std::string, std::shared_ptr<SessionRuntime>, std::less<>> sessions_;
   // Sessions on their way back from disk, and what waits for them.
-  std::map<std::string, std::vector<std::function<void(Status)>>, std::less<>> restoring_;
+  struct Restoring {
+    std::shared_ptr<SessionHandle> handle;
+    std::vector<std::function<void(Status)>> waiters;
+  };
+  std::map<std::string, Restoring, std::less<>> restoring_;
   std::uint64_t next_tenant_ = 1;
   Gone gone_;
 };

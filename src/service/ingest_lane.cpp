@@ -121,9 +121,9 @@ void IngestLane::note_progress() {
 }
 
 void IngestLane::try_finish_rebuild() {
-  PrimaryArbiter& arbiter = rt_->arbiter;
-  arbiter.want(this, sched::Priority::kStream);
-  if (rt_->session->primary_busy() || !arbiter.acquire(this)) return;
+  // Not behind the waiters: an export or save waits for this append to end, and questions lose no time (the
+  // window is copied in between two passes).
+  if (rt_->session->primary_busy() || !rt_->arbiter.acquire_to_finish(this)) return;
   append_->finish_rebuild();
   release_primary();
   complete_append();

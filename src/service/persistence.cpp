@@ -46,7 +46,20 @@ SessionFiles::SessionFiles(fs::path dir, std::shared_ptr<store::RecordLog> log, 
   }
 }
 
-Status SessionFiles::write_meta_locked() { return store::write_file_atomically(dir_ / "session.json", meta_.dump(2)); }
+Status SessionFiles::write_meta_locked() {
+  if (closed_) return Error::not_found("session " + dir_.filename().string() + " was deleted");
+  return store::write_file_atomically(dir_ / "session.json", meta_.dump(2));
+}
+
+void SessionFiles::close() {
+  std::lock_guard lock(mu_);
+  closed_ = true;
+}
+
+bool SessionFiles::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
 
 Status SessionFiles::save_flash(const std::vector<FlashQuery>& flash, std::uint64_t next_fid) {
   std::lock_guard lock(mu_);
@@ -61,7 +74,7 @@ Status SessionFiles::save_flash(const std::vector<FlashQuery>& flash, std::uint6
 std::uint64_t SessionFiles::reserve_event_ids(std::uint64_t upto) {
   std::lock_guard lock(mu_);
   const std::uint64_t before = meta_.value("event_ids_reserved", std::uint64_t{0});
-  if (upto <= before) return before;
+  if (upto <= before || closed_) return std::max(before, upto);  // closed: no restart will read them
   meta_["event_ids_reserved"] = upto;
   if (Status st = write_meta_locked(); !st) {
     spdlog::error("{} (event ids may repeat after a crash)", st.error().message);
@@ -80,6 +93,7 @@ void SessionFiles::set_snapshots(Snapshots s) {
   std::lock_guard lock(mu_);
   snapshots_ = s;
   meta_["snapshots"] = {{"current", opt_seq(s.current)}, {"prev", opt_seq(s.prev)}};
+  if (closed_) return;
   if (Status st = write_meta_locked(); !st) spdlog::error("{}", st.error().message);
 }
 
@@ -151,18 +165,32 @@ Result<std::shared_ptr<SessionFiles>> Persistence::create(const session::Session
 }
 
 Status Persistence::remove(const std::shared_ptr<SessionFiles>& files) {
+  files->close();
+  std::vector<Written> unanswered;
   {
     std::unique_lock lock(mu_);
+    for (auto& j : jobs_) {
+      if (j.files != files) continue;
+      for (auto& w : j.written) unanswered.push_back(std::move(w));
+    }
     std::erase_if(jobs_, [&](const Job& j) { return j.files == files; });
     pending_.erase(files.get());
+    stats_.queued = jobs_.size();
     // A write of this session in progress ends first (its files go with the directory).
     idle_cv_.wait(lock, [&] { return !writing_ || writing_files_ != files.get(); });
+    idle_cv_.notify_all();  // flush() may wait for the jobs removed
   }
+  const Error gone = Error::not_found("session " + files->dir().filename().string() + " was deleted");
+  for (auto& w : unanswered) w(gone, 0, 0);
   return store::remove_tree(files->dir());
 }
 
 void Persistence::save(const std::shared_ptr<SessionFiles>& files, std::shared_ptr<const store::SnapshotData> snapshot,
                        std::uint64_t consumed_seq, Written written) {
+  if (files->closed()) {
+    if (written) written(Error::not_found("session " + files->dir().filename().string() + " was deleted"), 0, 0);
+    return;
+  }
   std::lock_guard lock(mu_);
   // A newer snapshot of the same session replaces one still waiting (and answers for it).
   Job job{files, snapshot, consumed_seq, {}};

@@ -61,17 +61,22 @@ class SessionFiles {
   };
   Snapshots snapshots() const;
   void set_snapshots(Snapshots s);
+  // The directory is being removed (the session was deleted): nothing is written to it from now on, and
+  // save_flash answers kNotFound. A write in progress finishes first.
+  void close();
+  bool closed() const;
   fs::path snapshot_path() const { return dir_ / "snapshot.aoisnap"; }
   fs::path prev_snapshot_path() const { return dir_ / "snapshot.prev.aoisnap"; }
 
  private:
-  Status write_meta_locked();  // mu_ held
+  Status write_meta_locked();  // mu_ held; kNotFound once closed
 
   const fs::path dir_;
   const std::shared_ptr<store::RecordLog> log_;
   mutable std::mutex mu_;
   nlohmann::json meta_;  // guarded by mu_: session.json
   Snapshots snapshots_;  // guarded by mu_
+  bool closed_ = false;  // guarded by mu_
 };
 
 // A session found in the data directory at start.
@@ -116,12 +121,14 @@ class Persistence {
   Result<std::shared_ptr<SessionFiles>> create(const session::SessionConfig& config, double created_unix);
   // Every session in the directory. `model_fingerprint` and `kv_layout` decide which snapshots are usable.
   std::vector<RecoveredSession> recover(const std::string& model_fingerprint, const std::string& kv_layout);
-  // Removes the session's directory (its snapshot waiting to be written is forgotten).
+  // Closes the session's files and removes its directory. A snapshot waiting to be written is forgotten, and
+  // whoever waits for it hears kNotFound.
   Status remove(const std::shared_ptr<SessionFiles>& files);
 
   // Queues a snapshot covering records up to `consumed_seq`; until written, load() returns it. `written`, when
   // given, hears how the write went (bytes and milliseconds), on the writer thread; a newer snapshot of the
-  // same session queued before this one is written replaces it and reports for both.
+  // same session queued before this one is written replaces it and reports for both. Files already closed
+  // (the session was deleted) take nothing: `written` hears kNotFound at once.
   using Written = std::function<void(const Status&, std::uint64_t bytes, double write_ms)>;
   void save(const std::shared_ptr<SessionFiles>& files, std::shared_ptr<const store::SnapshotData> snapshot,
             std::uint64_t consumed_seq, Written written = {});

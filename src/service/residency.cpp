@@ -40,7 +40,9 @@ bool InferenceState::settled(const SessionRuntime& rt) const { return rt.session
 
 bool InferenceState::idle(const SessionRuntime& rt) const {
   if (!settled(rt) || rt.queries > 0 || rt.flash_round || rt.ingesting || rt.handle->pending() > 0) return false;
-  if (restoring_.count(rt.handle->id()) != 0) return false;
+  if (const auto it = restoring_.find(rt.handle->id()); it != restoring_.end() && it->second.handle == rt.handle) {
+    return false;
+  }
   // A flash round about to start counts as work.
   const session::Session& s = *rt.session;
   const bool flash_due = s.mode() == session::SessionMode::kStateful && rt.handle->flash().size() > 0 &&
@@ -111,7 +113,7 @@ bool InferenceState::offload_one() {
   return true;
 }
 
-void InferenceState::offload(const std::shared_ptr<SessionRuntime>& rt) {
+void InferenceState::offload(std::shared_ptr<SessionRuntime> rt) {
   SessionHandle& h = *rt->handle;
   // Its state goes to the data directory (readable at once, written in the background).
   take_snapshot(*rt);
@@ -126,17 +128,26 @@ void InferenceState::offload(const std::shared_ptr<SessionRuntime>& rt) {
   if (h.pending() > 0) make_resident(rt->handle, [](Status) {});
 }
 
+std::shared_ptr<SessionRuntime> InferenceState::runtime(const SessionHandle& handle) const {
+  const auto it = sessions_.find(handle.id());
+  if (it == sessions_.end() || it->second->handle.get() != &handle || !it->second->session) return nullptr;
+  return it->second;
+}
+
 void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then) {
   if (handle->deleted.load()) return then(Error::not_found("session " + handle->id() + " was deleted"));
-  if (const auto it = sessions_.find(handle->id()); it != sessions_.end() && it->second->handle == handle) {
-    return then({});
-  }
+  if (runtime(*handle)) return then({});
   if (handle->residency.load() == Residency::kDamaged) {
     return then(Error::damaged("session " + handle->id() + " is damaged: " + handle->snapshot().damage));
   }
-  auto& waiters = restoring_[handle->id()];
-  waiters.push_back(std::move(then));
-  if (waiters.size() > 1) return;  // on its way already
+  Restoring& restoring = restoring_[handle->id()];
+  if (restoring.handle != handle) {
+    // A session of this id deleted on its way back: its waiters heard so when it was deleted.
+    restoring.handle = handle;
+    restoring.waiters.clear();
+  }
+  restoring.waiters.push_back(std::move(then));
+  if (restoring.waiters.size() > 1) return;  // on its way already
   handle->residency = Residency::kRestoring;
   const std::string id = handle->id();
   loop().add(std::make_unique<CreateLane>(
@@ -152,7 +163,7 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
             handle->residency = Residency::kOnDisk;
           }
         }
-        resident(id, st);
+        resident(*handle, st);
         // Records acknowledged while it was away must not wait for the next request to bring it back: a
         // session that could not come back now (no room in time) tries again.
         if (!st && st.error().type != ErrorType::kDamaged && !handle->deleted.load() && handle->pending() > 0) {
@@ -161,10 +172,10 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
       }));
 }
 
-void InferenceState::resident(const std::string& id, const Status& status) {
-  const auto it = restoring_.find(id);
-  if (it == restoring_.end()) return;
-  auto waiters = std::move(it->second);
+void InferenceState::resident(const SessionHandle& handle, const Status& status) {
+  const auto it = restoring_.find(handle.id());
+  if (it == restoring_.end() || it->second.handle.get() != &handle) return;
+  auto waiters = std::move(it->second.waiters);
   restoring_.erase(it);
   for (auto& w : waiters) w(status);
 }

@@ -298,19 +298,18 @@ void Service::with_settled(const std::shared_ptr<SessionHandle>& handle, std::fu
       handle,
       [st, handle, then = std::move(then), on_error](Status resident) mutable {
         if (!resident) return (*on_error)(resident.error());
-        const auto it = st->sessions().find(handle->id());
-        if (it == st->sessions().end())
-          return (*on_error)(Error::not_found("session " + handle->id() + " was deleted"));
-        st->loop().add(std::make_unique<SettleLane>(*st, it->second, std::move(then),
+        auto rt = st->runtime(*handle);
+        if (!rt) return (*on_error)(Error::not_found("session " + handle->id() + " was deleted"));
+        st->loop().add(std::make_unique<SettleLane>(*st, std::move(rt), std::move(then),
                                                     [on_error](const Error& e) { (*on_error)(e); }));
       },
       [on_error](const Error& e) { (*on_error)(e); });
 }
 
 void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
-                            std::function<void(Result<SessionSnapshot>)> done) {
+                            std::function<void(Created)> done) {
   const std::string id = handle->id();
-  auto reply = std::make_shared<std::function<void(Result<SessionSnapshot>)>>(std::move(done));
+  auto reply = std::make_shared<std::function<void(Created)>>(std::move(done));
   auto on_error = [this, id, handle, reply](Error e) {
     forget_creating(id);
     if (persistence_ && handle->files()) (void)persistence_->remove(handle->files());
@@ -328,13 +327,13 @@ void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional
                                                        creating_.erase(handle->id());
                                                        registry_.emplace(handle->id(), handle);
                                                      }
-                                                     (*reply)(handle->snapshot());
+                                                     (*reply)(handle);
                                                    }));
       },
       [on_error](const Error& e) { on_error(e); });
 }
 
-void Service::create_session(session::SessionConfig config, std::function<void(Result<SessionSnapshot>)> done) {
+void Service::create_session(session::SessionConfig config, std::function<void(Created)> done) {
   if (Status st = reserve_id(config); !st) return done(st.error());
   const std::string id = config.id;
   auto handle = make_handle(std::move(config));
@@ -358,7 +357,9 @@ void Service::create_session(session::SessionConfig config, std::function<void(R
 }
 
 Result<SessionSnapshot> Service::create_session(session::SessionConfig config) {
-  return wait_for<Result<SessionSnapshot>>([&](auto done) { create_session(std::move(config), std::move(done)); });
+  auto created = wait_for<Created>([&](auto done) { create_session(std::move(config), std::move(done)); });
+  if (!created) return created.error();
+  return (*created)->snapshot();
 }
 
 void Service::delete_session(std::string_view id, std::function<void(Status)> done) {
@@ -373,29 +374,27 @@ void Service::delete_session(std::string_view id, std::function<void(Status)> do
     handle = it->second;
     registry_.erase(it);
   }
-  handle->deleted = true;
+  // No push is accepted from now on; those accepted before are in its queue, counted below.
+  handle->close();
   auto reply = std::make_shared<std::function<void(Status)>>(std::move(done));
   loop_->post(
       [this, handle, reply] {
         InferenceState& st = *state_;
-        const auto it = st.sessions().find(handle->id());
-        std::uint64_t dropped_pending = 0;
+        const Error deleted = Error::not_found("session " + handle->id() + " was deleted");
         const std::uint64_t dropped_before = handle->counters().records_dropped.load();
-        if (it != st.sessions().end() && it->second->handle == handle) {
-          const std::uint64_t tenant = it->second->tenant;
-          st.sessions().erase(it);
+        if (auto rt = st.runtime(*handle)) {
+          st.sessions().erase(handle->id());
           // Its lanes end now: held records are counted as dropped, queries hear why.
-          st.loop().fail_lanes([tenant](const sched::Lane& lane) { return lane.tenant() == tenant; },
-                               Error::not_found("session " + handle->id() + " was deleted"));
-        } else {
-          // On disk: what waits in its queue goes too.
-          PendingRecord discard;
-          std::uint64_t n = 0;
-          while (handle->pop(discard)) ++n;
-          handle->counters().records_dropped.fetch_add(n);
+          const std::uint64_t tenant = rt->tenant;
+          st.loop().fail_lanes([tenant](const sched::Lane& lane) { return lane.tenant() == tenant; }, deleted);
         }
-        dropped_pending = handle->counters().records_dropped.load() - dropped_before;
-        st.resident(handle->id(), Error::not_found("session " + handle->id() + " was deleted"));
+        // What waits in its queue goes too.
+        PendingRecord discard;
+        std::uint64_t n = 0;
+        while (handle->pop(discard)) ++n;
+        handle->counters().records_dropped.fetch_add(n);
+        const std::uint64_t dropped_pending = handle->counters().records_dropped.load() - dropped_before;
+        st.resident(*handle, deleted);
         const SessionCounters& c = handle->counters();
         InferenceState::Gone& gone = st.gone();
         gone.pushed += c.records_pushed.load();
@@ -431,15 +430,17 @@ Result<SessionSnapshot> Service::session(std::string_view id) const {
   return h->snapshot();
 }
 
+std::vector<std::shared_ptr<SessionHandle>> Service::handles() const {
+  std::vector<std::shared_ptr<SessionHandle>> out;
+  std::lock_guard lock(registry_mu_);
+  out.reserve(registry_.size());
+  for (const auto& [id, h] : registry_) out.push_back(h);
+  return out;
+}
+
 std::vector<SessionSnapshot> Service::sessions() const {
-  std::vector<std::shared_ptr<SessionHandle>> handles;
-  {
-    std::lock_guard lock(registry_mu_);
-    for (const auto& [id, h] : registry_) handles.push_back(h);
-  }
   std::vector<SessionSnapshot> out;
-  out.reserve(handles.size());
-  for (const auto& h : handles) out.push_back(h->snapshot());
+  for (const auto& h : handles()) out.push_back(h->snapshot());
   return out;
 }
 
@@ -478,12 +479,13 @@ Result<FlashQuery> Service::add_flash(std::string_view id, std::string question,
   auto added = h->flash().add(std::move(question), max_tokens);
   if (!added) return added.error();
   if (h->files()) {
-    // Registered only once it is on disk: a restart keeps it.
+    // Registered only once it is on disk: a restart keeps it. (A session deleted meanwhile: kNotFound.)
     if (Status st = h->files()->save_flash(h->flash().list(), h->flash().next_id()); !st) {
       (void)h->flash().remove(added->fid);
       return st.error();
     }
   }
+  if (h->deleted.load()) return Error::not_found("session " + h->id() + " was deleted");
   h->flash_requested = true;  // an answer for the current version
   if (h->residency.load() == Residency::kResident) {
     loop_->wake();
@@ -507,6 +509,7 @@ Status Service::remove_flash(std::string_view id, std::string_view fid) {
   if (h->files()) {
     if (Status st = h->files()->save_flash(h->flash().list(), h->flash().next_id()); !st) return st;
   }
+  if (h->deleted.load()) return Error::not_found("session " + h->id() + " was deleted");
   return {};
 }
 
@@ -540,11 +543,9 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
       h,
       [st, h, request = std::move(request), on_text = std::move(on_text), reply](Status resident) mutable {
         if (!resident) return (*reply)(resident.error());
-        const auto it = st->sessions().find(h->id());
-        if (it == st->sessions().end() || it->second->handle != h) {
-          return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
-        }
-        st->loop().add(std::make_unique<QueryLane>(it->second, std::move(request), std::move(on_text),
+        auto rt = st->runtime(*h);
+        if (!rt) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        st->loop().add(std::make_unique<QueryLane>(std::move(rt), std::move(request), std::move(on_text),
                                                    [reply, st](Result<QueryOutcome> r) {
                                                      if (r) st->count_drafts(r->answer.details);
                                                      (*reply)(std::move(r));
@@ -668,9 +669,9 @@ void Service::prompt(std::string_view id, std::string question, std::function<vo
       h,
       [st, h, question = std::move(question), reply](Status resident) {
         if (!resident) return (*reply)(resident.error());
-        const auto it = st->sessions().find(h->id());
-        if (it == st->sessions().end()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
-        const session::Session& s = *it->second->session;
+        const auto rt = st->runtime(*h);
+        if (!rt) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        const session::Session& s = *rt->session;
         Prompt p;
         p.context = s.context_tokens();
         p.data_version = s.data_version();
@@ -698,9 +699,9 @@ void Service::latest_records(std::string_view id, size_t n, std::function<void(R
       [st, h, n, reply] {
         if (h->deleted.load()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
         LatestRecords out;
-        const auto it = st->sessions().find(h->id());
-        if (it == st->sessions().end() || !it->second->session) return (*reply)(std::move(out));
-        const session::Session& s = *it->second->session;
+        const auto rt = st->runtime(*h);
+        if (!rt) return (*reply)(std::move(out));
+        const session::Session& s = *rt->session;
         out.resident = true;
         out.data_version = s.data_version();
         const auto& records = s.records();
@@ -767,14 +768,18 @@ void Service::unload_session(std::string_view id, std::function<void(Status)> do
   InferenceState* st = state_.get();
   loop_->post(
       [st, h, reply] {
-        const auto it = st->sessions().find(h->id());
-        if (it == st->sessions().end() || it->second->handle != h) return (*reply)({});  // on disk already
-        if (!st->idle(*it->second)) {
+        if (h->deleted.load()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        auto rt = st->runtime(*h);
+        if (!rt) {
+          if (h->residency.load() != Residency::kRestoring) return (*reply)({});  // on disk already
+          return (*reply)(Error::not_ready("session " + h->id() + " is on its way back into the cache"));
+        }
+        if (!st->idle(*rt)) {
           return (*reply)(Error::conflict("session " + h->id() +
                                           " is working (ingesting, answering or in a flash "
                                           "round); it goes to disk once idle and another session needs room"));
         }
-        st->offload(it->second);
+        st->offload(std::move(rt));
         (*reply)({});
       },
       [reply](const Error& e) { (*reply)(e); });
@@ -797,7 +802,7 @@ void Service::load_session(std::string_view id, std::function<void(Result<double
 }
 
 void Service::import_session(store::SnapshotData snapshot, std::string id, std::string owner,
-                             std::function<void(Result<SessionSnapshot>)> done) {
+                             std::function<void(Created)> done) {
   auto meta = decode_snapshot_meta(snapshot.meta);
   if (!meta) return done(meta.error());
   if (meta->model_fingerprint != model_->fingerprint() || meta->kv_layout != state_->kv_layout()) {
@@ -859,11 +864,7 @@ void Service::run_on_inference_thread(std::function<void()> fn) {
 
 ServiceStats Service::stats() const {
   ServiceStats st;
-  std::vector<std::shared_ptr<SessionHandle>> handles;
-  {
-    std::lock_guard lock(registry_mu_);
-    for (const auto& [id, h] : registry_) handles.push_back(h);
-  }
+  const std::vector<std::shared_ptr<SessionHandle>> handles = this->handles();
   const InferenceState& state = *state_;
   st.sessions = static_cast<int>(handles.size());
   st.kv_cells_total = static_cast<int>(ctx_->n_ctx());

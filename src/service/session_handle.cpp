@@ -85,6 +85,7 @@ Result<PushResult> SessionHandle::push(std::vector<RecordInput> records) {
   std::uint64_t logged_to = 0;
   {
     std::lock_guard lock(producer_mu_);
+    if (deleted.load()) return Error::not_found("session " + id() + " was deleted");
     if (files_ && !files_->log()) return Error::damaged("session " + id() + " has no usable log");
     if (files_) {
       // Logged before anything else: a record is accepted only once a crash can no longer lose it.
@@ -133,6 +134,11 @@ Result<PushResult> SessionHandle::push(std::vector<RecordInput> records) {
     }
   }
   return result;
+}
+
+void SessionHandle::close() {
+  std::lock_guard lock(producer_mu_);
+  deleted.store(true);
 }
 
 SessionSnapshot SessionHandle::snapshot() const {

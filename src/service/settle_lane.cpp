@@ -5,8 +5,8 @@ namespace aoi::service {
 SettleLane::SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt,
                        std::function<void(SessionRuntime&)> then, std::function<void(const Error&)> failed)
     : state_(state), rt_(std::move(rt)), then_(std::move(then)), failed_(std::move(failed)) {
-  rt_->queries++;  // it stays in the cache meanwhile
-  rt_->arbiter.want(this, sched::Priority::kSession);
+  rt_->queries++;                                            // it stays in the cache meanwhile
+  rt_->arbiter.wait_aside(this, sched::Priority::kSession);  // its place from now
 }
 
 SettleLane::~SettleLane() {
@@ -16,7 +16,13 @@ SettleLane::~SettleLane() {
 
 sched::Demand SettleLane::poll(sched::Clock::time_point) {
   if (!then_) return {};
-  if (!state_.settled(*rt_) || !rt_->arbiter.acquire(this)) return {};
+  if (!state_.settled(*rt_)) {
+    // An append runs: what it waits for (a flash round to end) may pass; new appends may not.
+    rt_->arbiter.wait_aside(this, sched::Priority::kSession);
+    return {};
+  }
+  rt_->arbiter.want(this, sched::Priority::kSession);
+  if (!rt_->arbiter.acquire(this)) return {};
   auto then = std::move(then_);
   then_ = nullptr;
   then(*rt_);

@@ -109,7 +109,7 @@ class InferenceLoop {
   // threw while adding rows (it is failed).
   bool build(const std::vector<LaneGrant>& grants, const std::vector<int>& drafts, std::vector<size_t>& granted);
   void fail_entry(Entry& e, const Error& error);
-  void sweep();  // removes dead and done lanes
+  size_t sweep();  // removes dead and done lanes; how many
   static void fail_quietly(Lane& lane, const Error& error);
   static void fail_command(Command& c, const Error& error);
 

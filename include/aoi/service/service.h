@@ -192,7 +192,10 @@ class Service {
   // Sessions. create decodes Region 0 on the inference thread; an empty id gets a generated one. With a data
   // directory the session is on disk before it is created (a restart brings it back), and creating one
   // beyond max_sessions moves the least recently used idle session to disk.
-  void create_session(session::SessionConfig config, std::function<void(Result<SessionSnapshot>)> done);
+  // `done` gets the session's handle once it is registered: its own, even if a racing delete has removed it
+  // (and another session taken its id) by the time the caller reads it.
+  using Created = Result<std::shared_ptr<SessionHandle>>;
+  void create_session(session::SessionConfig config, std::function<void(Created)> done);
   Result<SessionSnapshot> create_session(session::SessionConfig config);  // waits
   // Export: the session's state when it is next settled (no append in flight), as a self-contained snapshot.
   void export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done);
@@ -206,12 +209,15 @@ class Service {
   // id it was exported with), owned by `owner` (the importing tenant; empty: an admin). Errors: kDamaged (the
   // file fails its checks, another model), kConflict (the id exists), those of create_session.
   void import_session(store::SnapshotData snapshot, std::string id, std::string owner,
-                      std::function<void(Result<SessionSnapshot>)> done);
+                      std::function<void(Created)> done);
   // Removes the session from view at once; its sequences are freed when no operation uses them.
   void delete_session(std::string_view id, std::function<void(Status)> done);
   Status delete_session(std::string_view id);  // waits
   Result<SessionSnapshot> session(std::string_view id) const;
   std::vector<SessionSnapshot> sessions() const;
+  // Every registered session's handle, sorted by id: one look at the registry, so that each snapshot and the
+  // handle it is read with are the same session's.
+  std::vector<std::shared_ptr<SessionHandle>> handles() const;
   std::shared_ptr<SessionHandle> handle(std::string_view id) const;
 
   // Appends records to the session's ring and returns at once (ingestion runs in the background). Invalid
@@ -292,7 +298,7 @@ class Service {
                     std::function<void(const Error&)> fail);
   // Creates (or imports) through a CreateLane and registers the handle once it is resident.
   void start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
-                     std::function<void(Result<SessionSnapshot>)> done);
+                     std::function<void(Created)> done);
   // The fast paths, on the caller's thread: a cached flash answer or the ready logits' verdict.
   std::optional<QueryOutcome> answer_without_inference(SessionHandle& handle, const QueryRequest& request) const;
   void forget_creating(const std::string& id);

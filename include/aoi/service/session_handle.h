@@ -136,8 +136,11 @@ class SessionHandle {
   // the disk). Producers of one session are serialised by a mutex held for the pushes only, so sequence
   // numbers follow ring and log order and the ring keeps a single producer. Validate first. Errors: the log
   // cannot be written (kStorage; nothing was accepted), or the records are queued but could not be confirmed
-  // durable (kStorage, saying so).
+  // durable (kStorage, saying so), or the session was deleted (kNotFound; nothing was accepted).
   Result<PushResult> push(std::vector<RecordInput> records);
+  // Deletes the session for its producers: every push from now on fails, and one in progress ends first, so
+  // that what was accepted is in the ring (and counted as pushed) when close returns. Any thread, once.
+  void close();
 
   // Consumer side, inference thread only: the backlog first, then the ring.
   bool pop(PendingRecord& out);
@@ -170,7 +173,7 @@ class SessionHandle {
 
   // A flash round is wanted for the current version (a flash query was just registered).
   std::atomic<bool> flash_requested{false};
-  // The session was deleted: lanes stop, pushes fail.
+  // The session was deleted (set by close()): lanes stop, pushes fail.
   std::atomic<bool> deleted{false};
   // Where it is. Sequentially consistent with the ring: a push stores its records and then reads this; an
   // offload stores kOnDisk and then reads the ring, so one of them sees the other (the records get ingested).

@@ -284,6 +284,45 @@ TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
   EXPECT_EQ(tally.failed, 0);
 }
 
+Status unload(Service& svc, const std::string& id) {
+  std::promise<Status> p;
+  svc.unload_session(id, [&](Status st) { p.set_value(std::move(st)); });
+  return p.get_future().get();
+}
+
+// Asked for by a client (POST /v1/sessions/{id}/unload), not chosen by the cache: the session's runtime is held
+// by the sessions' map and its own lanes only, and leaves both.
+TEST(Durability, AnUnloadedSessionGoesToDiskAndComesBackAnsweringIdentically) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  auto svc = start(dir.path(), {.max_sessions = 2});
+  ASSERT_TRUE(svc);
+  ASSERT_TRUE(svc->create_session(config("u")).ok());
+  ASSERT_TRUE(svc->add_flash("u", "Is the trend UP or DOWN?", 4).ok());
+  ASSERT_TRUE(wait_ingested(*svc, "u", push_bars(*svc, "u", 0, 30)));
+  const auto before = svc->query("u", model_question(kQuestion));
+  // Idle once its flash round is over; until then it is at work (409).
+  Status unloaded = unload(*svc, "u");
+  for (int i = 0; i < 200 && !unloaded && unloaded.error().type == ErrorType::kConflict; ++i) {
+    std::this_thread::sleep_for(50ms);
+    unloaded = unload(*svc, "u");
+  }
+  ASSERT_TRUE(unloaded.ok()) << unloaded.error().message;
+  EXPECT_EQ(svc->handle("u")->residency.load(), Residency::kOnDisk);
+  EXPECT_EQ(svc->stats().sessions_on_disk, 1);
+  EXPECT_TRUE(unload(*svc, "u").ok()) << "on disk already: nothing to do";
+  // A snapshot restored answers exactly as before: the same tokens, not merely within the rule.
+  test::Tally tally;
+  expect_same(svc->query("u", model_question(kQuestion)), before, tally, "after unload");
+  EXPECT_EQ(tally.identical, tally.n) << tally.describe();
+  EXPECT_EQ(svc->handle("u")->residency.load(), Residency::kResident);
+  // Gone: 404, whatever it was doing.
+  ASSERT_TRUE(svc->delete_session("u").ok());
+  const Status after_delete = unload(*svc, "u");
+  ASSERT_FALSE(after_delete.ok());
+  EXPECT_EQ(after_delete.error().type, ErrorType::kNotFound);
+}
+
 TEST(Durability, MovesToDiskRaceQuestionsPushesAndDeletesWithoutLoss) {
   AOI_NEEDS_MODEL();
   TempDir dir;
@@ -423,8 +462,8 @@ TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
   EXPECT_EQ(svc->handle("a")->residency.load(), Residency::kDamaged);
   EXPECT_NE(snap->damage.find("another model"), std::string::npos) << snap->damage;
   // An export of it is refused too.
-  std::promise<Result<SessionSnapshot>> p;
-  svc->import_session(exported.snapshot, "b", "", [&](Result<SessionSnapshot> r) { p.set_value(std::move(r)); });
+  std::promise<Service::Created> p;
+  svc->import_session(exported.snapshot, "b", "", [&](Service::Created r) { p.set_value(std::move(r)); });
   auto imported = p.get_future().get();
   ASSERT_FALSE(imported.ok());
   EXPECT_NE(imported.error().message.find("another model"), std::string::npos) << imported.error().message;
@@ -453,8 +492,8 @@ TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
   // Another server, with another number of sequences.
   auto b = start(b_dir.path(), {.max_sessions = 4});
   ASSERT_TRUE(b);
-  std::promise<Result<SessionSnapshot>> q;
-  b->import_session(std::move(decoded).value(), "y", "", [&](Result<SessionSnapshot> r) { q.set_value(std::move(r)); });
+  std::promise<Service::Created> q;
+  b->import_session(std::move(decoded).value(), "y", "", [&](Service::Created r) { q.set_value(std::move(r)); });
   auto imported = q.get_future().get();
   ASSERT_TRUE(imported.ok()) << imported.error().message;
   expect_same(b->query("y", model_question(kQuestion)), before, tally, "imported");
