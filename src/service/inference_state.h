@@ -138,9 +138,11 @@ class InferenceState {
   bool idle(const SessionRuntime& rt) const;
   // What a snapshot of the session holds besides its image.
   SnapshotMeta snapshot_meta(const SessionRuntime& rt) const;
-  // Saves a settled session and queues the snapshot for writing; `written` (optional) hears how the write
-  // went, on the writer thread. Returns the milliseconds the loop spent copying the session's state out.
-  double take_snapshot(SessionRuntime& rt, std::function<void(const Status&, std::uint64_t, double)> written = {});
+  // Saves a settled session and queues the snapshot for writing; `written` (optional) hears how the write went
+  // (bytes, and the milliseconds the loop spent copying the state out and the writer writing it), on the writer
+  // thread, or at once on this one when the session's files are gone. Returns the copying milliseconds.
+  using SnapshotWritten = std::function<void(const Status&, std::uint64_t bytes, double copy_ms, double write_ms)>;
+  double take_snapshot(SessionRuntime& rt, SnapshotWritten written = {});
   // A snapshot is due: new data since the last, and enough of it or long enough ago.
   bool snapshot_due(const SessionRuntime& rt) const;
   // Moves the least recently used idle resident session to disk, freeing its sequence. False: none is idle.

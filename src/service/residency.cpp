@@ -76,17 +76,23 @@ SnapshotMeta InferenceState::snapshot_meta(const SessionRuntime& rt) const {
   return m;
 }
 
-double InferenceState::take_snapshot(SessionRuntime& rt,
-                                     std::function<void(const Status&, std::uint64_t, double)> written) {
+double InferenceState::take_snapshot(SessionRuntime& rt, SnapshotWritten written) {
   if (persistence_ == nullptr || !rt.handle->files() || !settled(rt)) {
-    if (written) written(Error::not_ready("the session has no data directory or is not settled"), 0, 0);
+    if (written) written(Error::not_ready("the session has no data directory or is not settled"), 0, 0, 0);
     return 0;
   }
   const auto t0 = std::chrono::steady_clock::now();
   const SnapshotMeta meta = snapshot_meta(rt);
   auto data = std::make_shared<const store::SnapshotData>(encode_session_snapshot(meta, rt.session->save()));
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  persistence_->save(rt.handle->files(), std::move(data), meta.consumed_seq, std::move(written));
+  Persistence::Written on_write;
+  if (written) {
+    // The copy's time travels with the callback: it may run on the writer thread before this returns.
+    on_write = [written = std::move(written), ms](const Status& st, std::uint64_t bytes, double write_ms) {
+      written(st, bytes, ms, write_ms);
+    };
+  }
+  persistence_->save(rt.handle->files(), std::move(data), meta.consumed_seq, std::move(on_write));
   rt.snapshot_version = meta.data_version;
   rt.tokens_since_snapshot = 0;
   rt.snapshot_time = std::chrono::steady_clock::now();

@@ -746,15 +746,18 @@ void Service::save_session(std::string_view id, std::function<void(Result<SaveOu
   with_settled(
       h,
       [st, reply](SessionRuntime& rt) {
-        auto out = std::make_shared<SaveOutcome>();
-        out->tokens = rt.session->cells_used();
-        out->last_seq = rt.session->last_record_seq();
-        out->copy_ms = st->take_snapshot(rt, [reply, out](const Status& written, std::uint64_t bytes, double ms) {
-          if (!written) return (*reply)(written.error());
-          out->bytes = bytes;
-          out->write_ms = ms;
-          (*reply)(*out);
-        });
+        SaveOutcome out;
+        out.tokens = rt.session->cells_used();
+        out.last_seq = rt.session->last_record_seq();
+        // The answer is made where the write is heard (the writer thread), from its own copy of what is known.
+        st->take_snapshot(
+            rt, [reply, out](const Status& written, std::uint64_t bytes, double copy_ms, double write_ms) mutable {
+              if (!written) return (*reply)(written.error());
+              out.bytes = bytes;
+              out.copy_ms = copy_ms;
+              out.write_ms = write_ms;
+              (*reply)(out);
+            });
       },
       [reply](const Error& e) { (*reply)(e); });
 }
