@@ -7,19 +7,29 @@
 
 namespace aoi::test {
 
-std::string model_path(const std::string& name) {
+namespace {
+
+std::filesystem::path models_dir() {
   const char* env = std::getenv("AOI_TEST_MODELS_DIR");
-  const std::filesystem::path dir = env != nullptr ? env : AOI_TEST_MODELS_DIR;
-  const auto path = dir / (name + ".gguf");
+  return env != nullptr ? env : AOI_TEST_MODELS_DIR;
+}
+
+std::mutex models_mu;
+std::map<std::string, std::unique_ptr<engine::Model>> models;  // guarded by models_mu
+std::map<std::string, std::string> load_errors;                // guarded by models_mu
+
+}  // namespace
+
+std::string model_path(const std::string& name) {
+  const auto path = models_dir() / (name + ".gguf");
   return std::filesystem::exists(path) ? path.string() : std::string();
 }
 
 engine::Model* shared_model(const std::string& name) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<engine::Model>> models;
-  std::lock_guard lock(mu);
+  std::lock_guard lock(models_mu);
   auto it = models.find(name);
   if (it != models.end()) return it->second.get();
+  if (load_errors.count(name) != 0) return nullptr;
   const std::string path = model_path(name);
   if (path.empty()) return nullptr;
   engine::ModelParams params{.path = path};
@@ -27,8 +37,26 @@ engine::Model* shared_model(const std::string& name) {
   // layout that its tests are written for.
   params.chat_template_fallback.clear();
   auto model = engine::Model::load(params);
-  if (!model) return nullptr;
+  if (!model) {
+    load_errors[name] = model.error().message;
+    return nullptr;
+  }
   return (models[name] = std::move(model).value()).get();
+}
+
+std::string model_problem(const std::string& name) {
+  {
+    std::lock_guard lock(models_mu);
+    if (auto it = load_errors.find(name); it != load_errors.end()) {
+      return "test model " + name + " does not load: " + it->second;
+    }
+  }
+  const auto path = models_dir() / (name + ".gguf");
+  if (!std::filesystem::exists(path)) {
+    return "test model " + name + " is missing at " + path.string() +
+           " (the models fixture makes it: scripts/make-test-models.sh; stories260K comes from ../shared/models)";
+  }
+  return "test model " + name + " is at " + path.string();
 }
 
 void use_test_threads(engine::ContextParams& params) {

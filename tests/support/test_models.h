@@ -14,9 +14,14 @@ namespace aoi::test {
 // Path of a test model ("test-micro", "stories260K"); empty when it does not exist.
 std::string model_path(const std::string& name);
 
-// The model, loaded once per test binary, without a fallback chat template. Null when missing (the caller
-// skips).
+// The model, loaded once per test binary, without a fallback chat template. Null when it is missing or does
+// not load: the caller fails (AOI_REQUIRE_MODEL), saying why (model_problem).
 engine::Model* shared_model(const std::string& name);
+
+// Why a test model is not there: the path it was looked for at and who makes it, or the load error. Every
+// test model is made by the suite's "models" fixture (scripts/make-test-models.sh, stories260K from
+// ../shared/models), so a missing one is a failure, never a reason to skip.
+std::string model_problem(const std::string& name);
 
 // Threads a test's context decodes and prefills with: AOI_TEST_THREADS when set, else the engine's default.
 // scripts/test.sh sets 1, since CTest runs as many tests at once as there are cores: with more threads than
@@ -28,7 +33,11 @@ std::unique_ptr<engine::Context> make_context(engine::Model& model, engine::Cont
 
 }  // namespace aoi::test
 
-// Skips the test when the model is not there (e.g. shared/models missing), with a reason.
+// Fails the test when the model is not there or does not load, saying why.
 #define AOI_REQUIRE_MODEL(var, name)                           \
   ::aoi::engine::Model* var = ::aoi::test::shared_model(name); \
-  if (var == nullptr) GTEST_SKIP() << "test model " << (name) << " is not available"
+  ASSERT_NE(var, nullptr) << ::aoi::test::model_problem(name)
+
+// Fails the test when the model's file is not there (for tests that load it themselves).
+#define AOI_REQUIRE_MODEL_FILE(name) \
+  ASSERT_FALSE(::aoi::test::model_path(name).empty()) << ::aoi::test::model_problem(name)

@@ -49,8 +49,7 @@ std::unique_ptr<Model> load(const std::string& name, ModelParams params = {}) {
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
-#define AOI_REQUIRE_PATH(name) \
-  if (test::model_path(name).empty()) GTEST_SKIP() << "test model " << (name) << " is not available"
+#define AOI_REQUIRE_PATH(name) AOI_REQUIRE_MODEL_FILE(name)
 
 TEST(ChatTemplate, BuiltinNamesComeFromLlamaCpp) {
   const auto names = builtin_chat_templates();

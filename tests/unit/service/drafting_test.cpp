@@ -68,29 +68,29 @@ void expect_drafting_changes_nothing(const std::string& model, const std::vector
     EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
   }
   std::cout << model << ": " << tally.describe() << "; " << accepted << " of " << drafted << " draft tokens accepted\n";
-  EXPECT_LE(tally.excused, max_excused);
+  AOI_EXPECT_WITHIN_RULE(tally, max_excused);
   EXPECT_GT(accepted, 0) << "no draft was ever accepted: the comparison says nothing";
   EXPECT_EQ(drafting->stats().draft_tokens, static_cast<std::uint64_t>(drafted));
 }
 
 TEST(Drafting, GreedyAnswersAreTheSameWithAndWithoutDrafts) {
-  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro is not available";
+  AOI_REQUIRE_MODEL_FILE("test-micro");
   // Random weights fall into loops: the answer repeats itself, and drafts from it hold.
   std::vector<std::string> prompts;
   for (int i = 0; i < 6; ++i) {
     prompts.push_back("Series " + std::to_string(i) +
                       ": 101.25 102.10 100.80 101.90 101.25 102.10 100.80 101.90 101.25");
   }
-  expect_drafting_changes_nothing("test-micro", raw_requests(prompts, 48), 1);
+  expect_drafting_changes_nothing("test-micro", raw_requests(prompts, 48), test::kSharedPasses);
 }
 
 TEST(Drafting, ARealModelsStoriesAreTheSameWithAndWithoutDrafts) {
-  if (test::model_path("stories260K").empty()) GTEST_SKIP() << "stories260K is not available";
+  AOI_REQUIRE_MODEL_FILE("stories260K");
   const std::vector<std::string> prompts = {
       "Once upon a time, there was a little girl named Lily. She loved to play outside.",
       "Tom had a red ball. Tom liked to play with his red ball. One day, Tom",
       "The cat sat on the mat. The dog sat on the mat. The bird"};
-  expect_drafting_changes_nothing("stories260K", raw_requests(prompts, 64), 1);
+  expect_drafting_changes_nothing("stories260K", raw_requests(prompts, 64), test::kSharedPasses);
 }
 
 // A passage the copy model quotes (aoi-gen-model --weights copy): prices, times and codes, as data quoted in
@@ -102,17 +102,17 @@ constexpr const char* kPassage =
     "was gusting to 34 knots by noon. Order number 48213-B, for 1,250 litres of diesel, cost $2,187.50.";
 
 TEST(Drafting, ACopyModelsQuotesAreTheSameWithAndWithoutDrafts) {
-  if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
+  AOI_REQUIRE_MODEL_FILE("copy-micro");
   std::vector<std::string> prompts;
   for (const char* cue : {"The first ferry left for Wren", "A kilo of fresh mackerel sold for",
                           "The harbour master noted that the wind"}) {
     prompts.push_back(std::string(kPassage) + "\n\n" + cue);
   }
-  expect_drafting_changes_nothing("copy-micro", raw_requests(prompts, 48), 0);
+  expect_drafting_changes_nothing("copy-micro", raw_requests(prompts, 48), test::kSameComputation);
 }
 
 TEST(Drafting, StopStringsAndSplitCharactersStayExactWithDrafts) {
-  if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
+  AOI_REQUIRE_MODEL_FILE("copy-micro");
   auto [drafting, plain] = start_pair("copy-micro");
   ASSERT_TRUE(drafting && plain);
   // Characters the tokenizer splits into byte tokens, and a stop string that spans tokens: drafts accepted in
@@ -155,7 +155,7 @@ TEST(Drafting, StopStringsAndSplitCharactersStayExactWithDrafts) {
 }
 
 TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
-  if (test::model_path("copy-micro").empty()) GTEST_SKIP() << "copy-micro is not available";
+  AOI_REQUIRE_MODEL_FILE("copy-micro");
   auto [drafting, plain] = start_pair("copy-micro");
   ASSERT_TRUE(drafting && plain);
   std::vector<std::string> records;
@@ -193,7 +193,7 @@ TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
     answers.push_back(out->answer);
   }
   const auto c = test::compare(answers[0].details, answers[1].details);
-  EXPECT_NE(c.verdict(), test::Verdict::kFailed) << c.describe();
+  EXPECT_EQ(c.verdict(), test::Verdict::kIdentical) << c.describe();
   std::cout << "session quote: \"" << answers[0].text << "\"; " << answers[0].details.n_accepted << " of "
             << answers[0].details.n_drafted << " draft tokens accepted\n";
   EXPECT_GT(answers[0].details.n_accepted, 0) << "the quote was not drafted from the session's data";
@@ -201,7 +201,7 @@ TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
 }
 
 TEST(Drafting, ASeededSamplerDrawsTheSameAnswerWithDrafts) {
-  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro is not available";
+  AOI_REQUIRE_MODEL_FILE("test-micro");
   // draft whatever is proposed
   auto [drafting, plain] = start_pair("test-micro", 100.0);
   ASSERT_TRUE(drafting && plain);

@@ -1,5 +1,5 @@
-// Sessions that outlive the process: a restart (clean, or from a copy of the data directory taken while the
-// server wrote it, as a crash leaves it) brings every session back answering as before; idle sessions move to
+// Sessions that outlive the process: a restart (clean, or from a copy of the data directory taken file by file
+// while the server wrote it) brings every session back answering as before; idle sessions move to
 // disk and back; damaged or foreign files are detected and never used; sessions move between servers; a full
 // or read-only disk gives clear errors while the server keeps serving. Answers follow the strict rule of
 // tests/support/equivalence.h.
@@ -111,8 +111,7 @@ void copy_live_tree(const fs::path& from, const fs::path& to) {
   }
 }
 
-#define AOI_NEEDS_MODEL() \
-  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available"
+#define AOI_NEEDS_MODEL() AOI_REQUIRE_MODEL_FILE("test-micro")
 
 void expect_same(const Result<QueryOutcome>& a, const Result<QueryOutcome>& b, test::Tally& tally,
                  const std::string& what) {
@@ -189,13 +188,16 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   expect_same(svc->query("a", model_question(kQuestion)), svc->query("naive", model_question(kQuestion)), tally,
               "continued after the restart, against a recompute");
   std::cout << "restart: " << tally.describe() << "\n";
-  EXPECT_EQ(tally.failed, 0);
+  // A restored cache holds what the session held: no noise (measured 0), so no excuse.
+  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
 }
 
-TEST(Durability, ACopyOfTheDirectoryTakenMidWriteRecoversEveryAcknowledgedRecord) {
-  // What a crash leaves: the files as they are at one instant while the server writes them (log appends,
-  // snapshots in flight). Every record acknowledged before that instant must come back (ingested or counted
-  // as dropped), and the session must answer as a recompute over what it retained.
+TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {
+  // A copy of the data directory taken file by file while the server writes it (log appends, snapshots in
+  // flight), as a backup tool would take it. Not a crash (the files are not those of one instant; a process
+  // killed with SIGKILL is tests/integration/durability.test.js's crash loop), but harder in one way: each file
+  // is from its own moment. Every record acknowledged before the copy began must come back (ingested or
+  // counted as dropped), and the session must answer as a recompute over what it retained.
   AOI_NEEDS_MODEL();
   TempDir dir;
   test::Tally tally;
@@ -245,8 +247,9 @@ TEST(Durability, ACopyOfTheDirectoryTakenMidWriteRecoversEveryAcknowledgedRecord
     svc.reset();
     // The next round continues the original directory.
   }
-  std::cout << "copies taken mid-write: " << tally.describe() << "\n";
-  EXPECT_EQ(tally.failed, 0);
+  std::cout << "live copies: " << tally.describe() << "\n";
+  // A restored cache holds what the session held: no noise (measured 0), so no excuse.
+  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
 }
 
 TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
@@ -281,7 +284,8 @@ TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
   ASSERT_TRUE(wait_ingested(*svc, on_disk, push_bars(*svc, on_disk, 100, 6, 9)));
   EXPECT_EQ(svc->handle(on_disk)->residency.load(), Residency::kResident);
   std::cout << "sessions moved to disk and back: " << tally.describe() << "\n";
-  EXPECT_EQ(tally.failed, 0);
+  // A restored cache holds what the session held: no noise (measured 0), so no excuse.
+  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
 }
 
 Status unload(Service& svc, const std::string& id) {
@@ -431,12 +435,13 @@ TEST(Durability, ADamagedSnapshotIsNeverUsedTheSessionFallsBackOrReportsIt) {
   // It can be deleted, and its name used again.
   ASSERT_TRUE(svc->delete_session("a").ok());
   ASSERT_TRUE(svc->create_session(config("a")).ok());
-  EXPECT_EQ(tally.failed, 0);
+  // A restored cache holds what the session held: no noise (measured 0), so no excuse.
+  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
 }
 
 TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
   AOI_NEEDS_MODEL();
-  if (test::model_path("stories260K").empty()) GTEST_SKIP() << "stories260K not available";
+  AOI_REQUIRE_MODEL_FILE("stories260K");
   TempDir dir;
   ExportedSession exported;
   {
@@ -505,7 +510,8 @@ TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
   b.reset();
   b = start(b_dir.path(), {.max_sessions = 4});
   expect_same(b->query("y", model_question(kQuestion)), continued, tally, "imported, then restarted");
-  EXPECT_EQ(tally.failed, 0);
+  // A restored cache holds what the session held: no noise (measured 0), so no excuse.
+  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
 }
 
 // A small filesystem mounted for the test (root only: CI runs as root).

@@ -57,9 +57,9 @@ bool wait_ingested(Service& s, const std::string& id, std::uint64_t seq, std::ch
   return false;
 }
 
-#define AOI_SERVICE(var, ...)                                                                   \
-  if (test::model_path("test-micro").empty()) GTEST_SKIP() << "test-micro model not available"; \
-  auto var = start_service(__VA_ARGS__);                                                        \
+#define AOI_SERVICE(var, ...)            \
+  AOI_REQUIRE_MODEL_FILE("test-micro");  \
+  auto var = start_service(__VA_ARGS__); \
   ASSERT_TRUE(var) << "the service did not start"
 
 TEST(Service, PushIngestsInTheBackgroundAndQueriesSeeIt) {

@@ -40,9 +40,9 @@ inline std::unique_ptr<Service> start(const Options& o) {
   return s.ok() ? std::move(s).value() : nullptr;
 }
 
-#define AOI_START(var, options, model_name)                                                                       \
-  if (test::model_path(model_name).empty()) GTEST_SKIP() << "test model " << (model_name) << " is not available"; \
-  auto var = start(options);                                                                                      \
+#define AOI_START(var, options, model_name) \
+  AOI_REQUIRE_MODEL_FILE(model_name);       \
+  auto var = start(options);                \
   ASSERT_TRUE(var) << "the service did not start"
 
 inline std::string long_system() {

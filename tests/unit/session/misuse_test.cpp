@@ -13,7 +13,7 @@ class SessionMisuse : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = test::shared_model("test-micro");
-    if (model_ == nullptr) GTEST_SKIP() << "test-micro model not available";
+    ASSERT_NE(model_, nullptr) << test::model_problem("test-micro");
     ctx_ = test::make_stream_context(*model_, 6, 512);
     sessions_ = std::make_unique<test::SoloSessions>(*ctx_);
     auto s = sessions_->create(config());

@@ -25,7 +25,7 @@ void expect_chatml(const PromptLayout& layout) {
 
 TEST(PromptLayout, ModelWithoutATemplateUsesTheChatMLFallback) {
   auto model = load("test-micro-no-chat-template");
-  if (!model) GTEST_SKIP() << "test-micro-no-chat-template is not available";
+  ASSERT_TRUE(model) << test::model_problem("test-micro-no-chat-template");
   expect_chatml(PromptLayout::for_model(*model));
 }
 
@@ -42,7 +42,7 @@ TEST(PromptLayout, ChosenTemplateReplacesTheModelsOwn) {
   engine::ModelParams params;
   params.chat_template = engine::chat_template_from_arg("chatml").value();
   auto model = load("test-micro", params);
-  if (!model) GTEST_SKIP() << "test-micro is not available";
+  ASSERT_TRUE(model) << test::model_problem("test-micro");
   expect_chatml(PromptLayout::for_model(*model));
   // The model's own: Llama 3's headers.
   AOI_REQUIRE_MODEL(own, "test-micro");

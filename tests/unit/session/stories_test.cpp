@@ -28,7 +28,7 @@ class Stories : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = test::shared_model("stories260K");
-    if (model_ == nullptr) GTEST_SKIP() << "stories260K model not available (shared/models missing?)";
+    ASSERT_NE(model_, nullptr) << test::model_problem("stories260K");
     ctx_ = test::make_stream_context(*model_, 3, 256, 64);
     sessions_ = std::make_unique<test::SoloSessions>(*ctx_);
   }
