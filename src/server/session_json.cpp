@@ -127,6 +127,9 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, bool& stre
   auto streamed = f.boolean("stream");
   if (!streamed) return streamed.error();
   stream = streamed->value_or(false);
+  auto details = f.boolean("details");
+  if (!details) return details.error();
+  q.details = details->value_or(false);
   if (Status st = f.no_unknown_fields(); !st) return st.error();
   return q;
 }
@@ -213,7 +216,7 @@ json push_json(const service::PushResult& p) {
 
 json answer_json(const service::QueryOutcome& o) {
   const session::Answer& a = o.answer;
-  return {
+  json out = {
       {"answer", a.text},
       {"path", o.path},
       {"data_version", a.data_version},
@@ -226,6 +229,16 @@ json answer_json(const service::QueryOutcome& o) {
         {"generate_ms", a.generate_ms},
         {"total_ms", o.total_ms}}},
   };
+  if (o.details) {
+    // Every sampled step, the end-of-generation token's included: what the strict rule compares.
+    json steps = json::array();
+    for (const engine::Top2& t : a.details.top) {
+      steps.push_back(
+          {{"token", t.token}, {"logit", t.logit}, {"runner_up", t.second}, {"runner_up_logit", t.second_logit}});
+    }
+    out["details"] = {{"token_ids", a.tokens}, {"steps", steps}};
+  }
+  return out;
 }
 
 }  // namespace aoi::server
