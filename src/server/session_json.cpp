@@ -93,7 +93,7 @@ Result<session::SessionConfig> parse_session_config(const nlohmann::json& body) 
   return c;
 }
 
-Result<service::QueryRequest> parse_query(const nlohmann::json& body, bool& stream) {
+Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm& form) {
   service::QueryRequest q;
   Fields f(body);
   auto question = f.string("question");
@@ -126,10 +126,10 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, bool& stre
   if (*wait_ms) q.wait_timeout = std::chrono::milliseconds(**wait_ms);
   auto streamed = f.boolean("stream");
   if (!streamed) return streamed.error();
-  stream = streamed->value_or(false);
+  form.stream = streamed->value_or(false);
   auto details = f.boolean("details");
   if (!details) return details.error();
-  q.details = details->value_or(false);
+  form.details = details->value_or(false);
   if (Status st = f.no_unknown_fields(); !st) return st.error();
   return q;
 }
@@ -214,7 +214,7 @@ json push_json(const service::PushResult& p) {
   return {{"accepted", p.accepted}, {"first_seq", p.first_seq}, {"last_seq", p.last_seq}, {"dropped", p.dropped}};
 }
 
-json answer_json(const service::QueryOutcome& o) {
+json answer_json(const service::QueryOutcome& o, bool details) {
   const session::Answer& a = o.answer;
   json out = {
       {"answer", a.text},
@@ -229,7 +229,7 @@ json answer_json(const service::QueryOutcome& o) {
         {"generate_ms", a.generate_ms},
         {"total_ms", o.total_ms}}},
   };
-  if (o.details) {
+  if (details) {
     // Every sampled step, the end-of-generation token's included: what the strict rule compares.
     json steps = json::array();
     for (const engine::Top2& t : a.details.top) {

@@ -10,8 +10,14 @@
 namespace aoi::server {
 
 Result<session::SessionConfig> parse_session_config(const nlohmann::json& body);
-// stream: set from the "stream" field. Unknown fields are refused.
-Result<service::QueryRequest> parse_query(const nlohmann::json& body, bool& stream);
+// How a query's answer goes back: piece by piece ("stream"), and with its token ids and each step's top two
+// logits ("details", for comparisons with a recompute).
+struct AnswerForm {
+  bool stream = false;
+  bool details = false;
+};
+// form: set from the "stream" and "details" fields. Unknown fields are refused.
+Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm& form);
 
 nlohmann::json session_json(const service::SessionSnapshot& snapshot, const service::SessionHandle& handle);
 nlohmann::json push_json(const service::PushResult& pushed);
@@ -19,6 +25,6 @@ nlohmann::json flash_json(const service::FlashQuery& query);
 nlohmann::json prompt_json(const service::Service::Prompt& prompt, const engine::Model& model);
 // {"question", "max_tokens"?} of a flash registration. Unknown fields are refused.
 Result<std::pair<std::string, int>> parse_flash(const nlohmann::json& body);
-nlohmann::json answer_json(const service::QueryOutcome& outcome);
+nlohmann::json answer_json(const service::QueryOutcome& outcome, bool details);
 
 }  // namespace aoi::server

@@ -231,22 +231,28 @@ net::awaitable<Outcome> push_data(Call& call) {
 // aoi's own query stream: `token` events, then `done` with the answer (or `error`).
 class QueryFormat : public StreamFormat<service::QueryOutcome> {
  public:
+  explicit QueryFormat(bool details) : details_(details) {}
   std::vector<SseFrame> piece(std::string_view text) override { return {{"token", dump(json{{"text", text}})}}; }
-  std::vector<SseFrame> done(const service::QueryOutcome& o) override { return {{"done", dump(answer_json(o))}}; }
+  std::vector<SseFrame> done(const service::QueryOutcome& o) override {
+    return {{"done", dump(answer_json(o, details_))}};
+  }
   std::vector<SseFrame> failed(const Error& e) override { return {{"error", dump(error_object(e))}}; }
+
+ private:
+  const bool details_;
 };
 
 net::awaitable<Outcome> query(Call& call) {
   AOI_TRY(body, parse_object(call.request.body()));
-  bool stream = false;
-  AOI_TRY(request, parse_query(body, stream));
+  AnswerForm form;
+  AOI_TRY(request, parse_query(body, form));
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
   Service& svc = call.service;
   const std::string id = call.params[0];
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
 
-  if (!stream) {
+  if (!form.stream) {
     request.cancelled = std::make_shared<std::atomic<bool>>(false);
     std::optional<DisconnectWatch> watch;
     watch.emplace(call.stream, request.cancelled);
@@ -257,7 +263,7 @@ net::awaitable<Outcome> query(Call& call) {
     watch.reset();
     if (!outcome) co_return Outcome{error_response(call.request, outcome.error())};
     call.metrics.observe_query(outcome->path, seconds());
-    co_return Outcome{json_response(call.request, http::status::ok, answer_json(*outcome))};
+    co_return Outcome{json_response(call.request, http::status::ok, answer_json(*outcome, form.details))};
   }
 
   // Streamed: text pieces as `token` events, then `done` with the whole answer.
@@ -271,7 +277,7 @@ net::awaitable<Outcome> query(Call& call) {
         mailbox->put(std::move(r));
         mailbox->close();
       });
-  QueryFormat format;
+  QueryFormat format(form.details);
   auto pumped = co_await pump(call, events, format);
   if (pumped.second) call.metrics.observe_query(pumped.second->path, seconds());
   co_return std::move(pumped.first);

@@ -68,21 +68,22 @@ void handle_frame(Call& call, const std::string& id, const std::string& text, co
     json body = *frame;
     body.erase("op");
     body.erase("ref");
-    bool stream = false;
-    auto request = parse_query(body, stream);
+    AnswerForm form;
+    auto request = parse_query(body, form);
     if (!request) return send_error(out, request.error(), ref);
     if (auto refused = call.quotas.take_query(*call.tenant)) return send_refusal(out, *refused, ref);
     request->cancelled = out.closed;
     std::function<void(std::string_view)> on_text;
-    if (stream) {
+    if (form.stream) {
       on_text = [out, ref](std::string_view piece) { out.send(with_ref({{"op", "token"}, {"text", piece}}, ref)); };
     }
-    svc.query(id, std::move(request).value(), on_text, [out, ref](Result<service::QueryOutcome> r) {
-      if (!r) return send_error(out, r.error(), ref);
-      json reply = answer_json(*r);
-      reply["op"] = "answer";
-      out.send(with_ref(std::move(reply), ref));
-    });
+    svc.query(id, std::move(request).value(), on_text,
+              [out, ref, details = form.details](Result<service::QueryOutcome> r) {
+                if (!r) return send_error(out, r.error(), ref);
+                json reply = answer_json(*r, details);
+                reply["op"] = "answer";
+                out.send(with_ref(std::move(reply), ref));
+              });
     return;
   }
   if (op == "flash_add") {

@@ -27,6 +27,11 @@ json flash_list_json(const std::vector<FlashQuery>& flash) {
   return out;
 }
 
+// What a write to the files of a deleted session hears.
+Error deleted_error(const fs::path& dir) {
+  return Error::not_found("session " + dir.filename().string() + " was deleted");
+}
+
 json opt_seq(const std::optional<std::uint64_t>& s) { return s ? json(*s) : json(nullptr); }
 
 std::optional<std::uint64_t> seq_of(const json& j, const char* key) {
@@ -47,7 +52,7 @@ SessionFiles::SessionFiles(fs::path dir, std::shared_ptr<store::RecordLog> log, 
 }
 
 Status SessionFiles::write_meta_locked() {
-  if (closed_) return Error::not_found("session " + dir_.filename().string() + " was deleted");
+  if (closed_) return deleted_error(dir_);
   return store::write_file_atomically(dir_ / "session.json", meta_.dump(2));
 }
 
@@ -180,7 +185,7 @@ Status Persistence::remove(const std::shared_ptr<SessionFiles>& files) {
     idle_cv_.wait(lock, [&] { return !writing_ || writing_files_ != files.get(); });
     idle_cv_.notify_all();  // flush() may wait for the jobs removed
   }
-  const Error gone = Error::not_found("session " + files->dir().filename().string() + " was deleted");
+  const Error gone = deleted_error(files->dir());
   for (auto& w : unanswered) w(gone, 0, 0);
   return store::remove_tree(files->dir());
 }
@@ -188,7 +193,7 @@ Status Persistence::remove(const std::shared_ptr<SessionFiles>& files) {
 void Persistence::save(const std::shared_ptr<SessionFiles>& files, std::shared_ptr<const store::SnapshotData> snapshot,
                        std::uint64_t consumed_seq, Written written) {
   if (files->closed()) {
-    if (written) written(Error::not_found("session " + files->dir().filename().string() + " was deleted"), 0, 0);
+    if (written) written(deleted_error(files->dir()), 0, 0);
     return;
   }
   std::lock_guard lock(mu_);

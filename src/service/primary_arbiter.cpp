@@ -53,8 +53,7 @@ bool PrimaryArbiter::acquire(const void* who) {
   if (best->priority == sched::Priority::kStream && first_aside != nullptr && key(*first_aside) < key(*best)) {
     return false;
   }
-  holder_ = who;
-  std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
+  hold(who);
   for (auto& w : waiting_) w.passed_over++;
   return true;
 }
@@ -62,9 +61,13 @@ bool PrimaryArbiter::acquire(const void* who) {
 bool PrimaryArbiter::acquire_to_finish(const void* who) {
   if (holder_ == who) return true;
   if (holder_ != nullptr || pins_ > 0) return false;
+  hold(who);
+  return true;
+}
+
+void PrimaryArbiter::hold(const void* who) {
   holder_ = who;
   std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
-  return true;
 }
 
 void PrimaryArbiter::release(const void* who) {

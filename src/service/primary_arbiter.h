@@ -51,6 +51,7 @@ class PrimaryArbiter {
     bool aside;  // waits for the session to settle
   };
   void enqueue(const void* who, sched::Priority priority, bool aside);
+  void hold(const void* who);  // `who` holds the primary and waits no more
 
   const void* holder_ = nullptr;
   std::vector<Waiter> waiting_;

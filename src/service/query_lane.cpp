@@ -77,7 +77,6 @@ void QueryLane::take() {
   if (!query_->done()) return;
   QueryOutcome outcome;
   outcome.answer = query_->take_answer();
-  outcome.details = request_.details;
   outcome.queue_ms = queue_ms_;
   outcome.total_ms = ms_between(submitted_, sched::Clock::now());
   rt_->handle->counters().queries.fetch_add(1, std::memory_order_relaxed);

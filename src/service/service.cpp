@@ -531,7 +531,6 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
   const auto t0 = std::chrono::steady_clock::now();
   if (auto fast = answer_without_inference(*h, request)) {
     // (Served from memory: a session on disk stays there.)
-    fast->details = request.details;
     h->counters().queries.fetch_add(1, std::memory_order_relaxed);
     fast->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (on_text && !fast->answer.text.empty()) on_text(fast->answer.text);

@@ -54,8 +54,8 @@ void check_generation(const aoi::engine::GenerationParams& g, int min_tokens, do
 }
 
 void check_query(const json& body, const std::string& where) {
-  bool stream = false;
-  const auto q = aoi::server::parse_query(body, stream);
+  aoi::server::AnswerForm form;
+  const auto q = aoi::server::parse_query(body, form);
   if (refused_well(q, where)) return;
   check_generation(q->generation, 0, 5.0, where);
   FUZZ_CHECK(q->wait_timeout.count() >= 0 && q->wait_timeout.count() <= 3600 * 1000, where + ": wait_ms");

@@ -102,13 +102,10 @@ struct QueryRequest {
   std::chrono::milliseconds wait_timeout{10000};
   // Set by the caller when the client went away: the query stops at its next step.
   std::shared_ptr<std::atomic<bool>> cancelled;
-  // The answer's token ids and each step's top two logits go back too (for comparisons with a recompute).
-  bool details = false;
 };
 
 struct QueryOutcome {
   session::Answer answer;
-  bool details = false;           // the request asked for the tokens and logits (answer.details)
   std::string path = "standard";  // "flash" | "speculative" | "standard"
   double queue_ms = 0;            // submission to first step (waits included)
   double total_ms = 0;            // submission to completion

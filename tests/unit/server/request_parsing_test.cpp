@@ -71,17 +71,17 @@ TEST(RequestBodies, AFieldOfTheWrongTypeInsideAnObjectIsNamedNotThrown) {
 TEST(RequestBodies, AFloatJustPastTheLargestIntegerIsRefusedNotConverted) {
   // 2^63 written as a float passed a bound compared as doubles (INT64_MAX rounds up to 2^63), and converting it
   // to int64 was undefined.
-  bool stream = false;
-  const auto past = parse_query(nlohmann::json::parse(R"({"question":"q","min_seq":9223372036854775808.0})"), stream);
+  AnswerForm form;
+  const auto past = parse_query(nlohmann::json::parse(R"({"question":"q","min_seq":9223372036854775808.0})"), form);
   ASSERT_FALSE(past);
   EXPECT_EQ(past.error().field, "min_seq");
 
-  const auto below = parse_query(nlohmann::json::parse(R"({"question":"q","min_seq":-9223372036854775808.0})"), stream);
+  const auto below = parse_query(nlohmann::json::parse(R"({"question":"q","min_seq":-9223372036854775808.0})"), form);
   ASSERT_FALSE(below);
   EXPECT_EQ(below.error().field, "min_seq");
 
   const auto largest_float =
-      parse_query(nlohmann::json::parse(R"({"question":"q","min_seq":9223372036854774784.0})"), stream);
+      parse_query(nlohmann::json::parse(R"({"question":"q","min_seq":9223372036854774784.0})"), form);
   ASSERT_TRUE(largest_float) << largest_float.error().message;
   EXPECT_EQ(largest_float->min_seq, 9223372036854774784u);
 }
