@@ -1,6 +1,7 @@
 #include "aoi/engine/context.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -54,6 +55,32 @@ const char* decode_outcome_name(DecodeOutcome outcome) {
   return "decode failed";
 }
 
+namespace {
+
+// The size of one attention head's keys or values ("key_length" / "value_length" in the GGUF), n_embd / n_head
+// where the model does not say.
+std::int64_t head_size(const llama_model* m, const char* which) {
+  char arch[64] = {};
+  char value[32] = {};
+  if (llama_model_meta_val_str(m, "general.architecture", arch, sizeof arch) > 0) {
+    const std::string key = std::string(arch) + ".attention." + which;
+    if (llama_model_meta_val_str(m, key.c_str(), value, sizeof value) > 0) return std::atoll(value);
+  }
+  return llama_model_n_embd(m) / std::max(1, llama_model_n_head(m));
+}
+
+// A quantized cache stores each head's row in blocks: llama.cpp aborts on a head that is not whole blocks.
+Status check_cache_type(const llama_model* m, KvType type, const char* which, const char* field) {
+  const std::int64_t block = ggml_blck_size(to_ggml(type));
+  const std::int64_t size = head_size(m, which);
+  if (size % block == 0) return {};
+  return Error::invalid(field, std::string("a ") + ggml_type_name(to_ggml(type)) +
+                                   " cache needs attention heads of a multiple of " + std::to_string(block) +
+                                   " values; this model's are " + std::to_string(size));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Context>> Context::create(Model& model, const ContextParams& params) {
   if (params.n_ctx == 0 || params.n_batch == 0 || params.n_seq_max == 0) {
     return Error::invalid("ctx_size", "context size, batch size and sequence count must be positive");
@@ -66,6 +93,8 @@ Result<std::unique_ptr<Context>> Context::create(Model& model, const ContextPara
   if (quantized_v && params.flash_attn == FlashAttn::kOff) {
     return Error::invalid("cache_type_v", "a quantized V cache needs flash attention");
   }
+  if (Status s = check_cache_type(model.raw(), params.type_k, "key_length", "cache_type_k"); !s) return s.error();
+  if (Status s = check_cache_type(model.raw(), params.type_v, "value_length", "cache_type_v"); !s) return s.error();
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = params.n_ctx;
   cp.n_batch = params.n_batch;

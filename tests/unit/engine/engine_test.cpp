@@ -102,6 +102,23 @@ TEST(Context, InvalidTokenIsAnErrorNotACrash) {
   EXPECT_EQ(ctx->decode(batch), DecodeOutcome::kOk);
 }
 
+TEST(Context, AQuantizedCacheTheModelsHeadsCannotHoldIsRefused) {
+  // test-micro's heads are 16 values: not whole q8_0 blocks of 32 (llama.cpp would abort on them).
+  AOI_REQUIRE_MODEL(model, "test-micro");
+  ContextParams p{.n_ctx = 256, .n_batch = 64, .n_seq_max = 1};
+  p.type_k = KvType::kQ8_0;
+  auto refused = Context::create(*model, p);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "cache_type_k");
+  EXPECT_NE(refused.error().message.find("multiple of 32"), std::string::npos) << refused.error().message;
+  p.type_k = KvType::kF16;
+  p.type_v = KvType::kQ8_0;
+  p.flash_attn = FlashAttn::kOn;
+  refused = Context::create(*model, p);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "cache_type_v");
+}
+
 // Runs generations to their ends, all of them in the same passes (each pass as full as the batch allows).
 Status run_together(Context& ctx, std::vector<Generation*> gens) {
   Batch batch(static_cast<int>(ctx.n_batch()));
