@@ -58,6 +58,7 @@ bool FlashLane::begin_question() {
     session::QueryParams params;
     params.question = questions_[next_].question;
     params.generation.max_tokens = questions_[next_].max_tokens;
+    params.generation.keep_first_logits = state_.params().flash_first_logits;
     auto begun = s.begin_query(std::move(params));
     if (begun) {
       query_ = std::move(begun).value();
@@ -103,13 +104,14 @@ void FlashLane::take() {
 }
 
 void FlashLane::store_answer() {
-  const session::Answer a = query_->take_answer();
+  session::Answer a = query_->take_answer();
   query_.reset();  // Region 2 goes, the primary is free
   rt_->arbiter.release(this);
   const FlashQuery& q = questions_[next_];
   const double eval_ms = ms_since(t_question_);
   SessionHandle& h = *rt_->handle;
-  h.flash().store(q.fid, FlashAnswer{a.text, a.tokens, a.finish, a.first_gap, version_, eval_ms, a.details.top});
+  h.flash().store(q.fid, FlashAnswer{a.text, a.tokens, a.finish, a.first_gap, version_, eval_ms, a.details.top,
+                                     std::move(a.details.first_logits)});
   h.events().publish("flash_ready", {{"id", q.fid},
                                      {"question", q.question},
                                      {"answer", a.text},

@@ -197,6 +197,7 @@ std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, 
     out.answer.first_gap = hit->answer.logit_gap;
     out.answer.details.tokens = hit->answer.tokens;
     out.answer.details.top = hit->answer.top;
+    out.answer.details.first_logits = hit->answer.first_logits;
     return out;
   }
   if (h.ready_vocab.empty() || request.generation.max_tokens < 1 ||

@@ -1,13 +1,15 @@
 // The strict equivalence rule (DESIGN §6): the stateful path answers with the same greedy tokens as a full
 // recompute over the same retained context.
 //
-// The two paths decode the same tokens in other batch shapes (other passes, other neighbours, other KV cells),
-// so their logits differ by float noise; that noise is measured (EquivalenceControls.TheNoiseStaysWithinTheRule
-// keeps the figure honest) and bounded here by kLogitNoise. Two tokens can swap places only where the recompute's
-// top-1/top-2 gap is smaller than the two paths' noise on both logits, 2 * kLogitNoise; kTieGap adds a
-// margin of 1.5 on that. A differing token is excused only there, and only when the stateful token is the
-// recompute's runner-up; every excuse is counted, and the tests bound the count. After the first differing
-// token the two answers continue from different text and are not compared further.
+// Where both sides run the same computation (a session and its recompute alone, a restored checkpoint, the
+// same request with and without a cache) their logits are bit-identical, and the rule allows no difference at
+// all. Where they run in other batch shapes (a pass shared with other sessions, a flash round, drafts verified
+// beside a sampled token) float sums are taken in another order and the logits differ by noise; each such
+// context has its bound, measured by the tests that run in it and kept with a margin. Two tokens can swap
+// places only where both sides' top-1/top-2 gaps are within twice that noise; a differing token is excused
+// only there, the two sides' choices being each other's runner-up with logits that agree within the noise.
+// Every excuse is counted and each context bounds how many a test may count. After the first differing token
+// the answers continue from different text and are not compared further.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,62 +20,82 @@
 
 namespace aoi::test {
 
-// Largest difference between two paths' logits at equal positions, with a margin of about 3 over what was
-// measured on the F16 test-micro model (logits spread over about +-15): 0 between a session and a recompute
-// alone (EquivalenceControls.TheNoiseStaysWithinTheRule), up to 0.007 between a question in a pass shared with
-// other sessions and the same question alone (MultiTenant tests), 0.01 in a unified KV cache.
-inline constexpr float kLogitNoise = 0.02f;
-inline constexpr float kTieGap = 1.5f * 2.0f * kLogitNoise;
+// What the rule allows where a comparison's two sides ran.
+struct Bound {
+  const char* context;
+  float logit_noise;  // largest difference between the two sides' logits at equal positions
+  int max_excused;    // near-tie excuses a test may count
+  // A recompute's top-1/top-2 gap below which noise on both logits can swap them (a margin of 1.5).
+  float tie_gap() const { return 1.5f * 2.0f * logit_noise; }
+};
+
+// Measured 0 (EquivalenceControls.TheNoiseIsZeroWhenBothSidesRunTheSameComputation): nothing to excuse.
+inline constexpr Bound kSameComputation{"the same computation", 0.0f, 0};
+// The same tokens decoded in other batch shapes, no other sequence involved: bit-identical with test-micro's
+// F16 weights in most shapes, but F32 weights (stories260K) and prompts split across passes at other points
+// (a prefix copied, a grouped prefill) sum in another order. Measured up to 2.6e-4 (Stories.*), 1.9e-6
+// (PrefixCache.APromptInFlightIsCopiedByTheNextRequest, GroupedPrefill.*); far below any gap that decides a
+// token, so nothing is excused.
+inline constexpr Bound kOtherBatchShapes{"the same tokens in other batch shapes", 1e-3f, 0};
+// Measured up to 0.0066 on test-micro (MultiTenant.*, Flash.*, Drafting.*, PrefixCache.*) and 0.0100 on the
+// generated Gemma 3 (Families.BatchingRestoringPrefixHitsAndDraftsChangeNoAnswer), kept with a margin of 1.5.
+inline constexpr Bound kSharedPasses{"passes shared with other work", 0.015f, 1};
+// Flash attention on the CPU takes a prompt's rows and a single row through different kernels, so a session
+// (its question decoded apart from the data) and its recompute (all in one prompt) differ. Measured up to
+// 0.046 on test-micro, 0 on copy-micro with q8_0 keys and values (Equivalence.StreamingWith*FlashAttention).
+inline constexpr Bound kFlashAttention{"flash attention", 0.07f, 1};
 
 enum class Verdict {
-  kIdentical,  // same tokens
-  kExcused,    // differ at a measured near-tie, the stateful token being the recompute's runner-up
+  kIdentical,  // same tokens, logits within the bound
+  kExcused,    // differ at a measured near-tie
   kFailed,
 };
 const char* verdict_name(Verdict v);
 
 struct Comparison {
+  Bound bound{kSameComputation};
+  bool greedy = true;  // both answers are their own argmax sequence (the rule is about greedy ones)
   bool same_tokens = false;
   int first_difference = -1;       // answer index of the first differing token, -1 if none
   float recompute_gap_there = 0;   // the recompute's top-1/top-2 gap there (infinite when it ended there)
-  bool runner_up = false;          // the stateful token there is the recompute's second choice
+  float stateful_gap_there = 0;    // the stateful side's gap there
+  bool swapped = false;            // each side's choice there is the other's runner-up
+  float swap_logit_diff = 0;       // how far apart the two sides' logits of the swapped tokens are
   float max_first_logit_diff = 0;  // over the whole vocabulary, at the first answer token
   float max_top_logit_diff = 0;    // top-1 logits at equal positions before any difference
   Verdict verdict() const;
   std::string describe() const;
 };
 
-// Both answers must have been asked with keep_first_logits.
-Comparison compare(const engine::GenerationResult& stateful, const engine::GenerationResult& recompute);
-inline Comparison compare(const session::Answer& stateful, const session::Answer& recompute) {
-  return compare(stateful.details, recompute.details);
+// Judges two greedy answers under the bound of where they ran. Both must have been asked with
+// keep_first_logits (an answer without them fails: its first step cannot be checked).
+Comparison compare(const engine::GenerationResult& stateful, const engine::GenerationResult& recompute,
+                   const Bound& bound);
+inline Comparison compare(const session::Answer& stateful, const session::Answer& recompute, const Bound& bound) {
+  return compare(stateful.details, recompute.details, bound);
 }
 
-// Counts of a run of comparisons.
-// A test's comparisons, each counted. The bound on excuses is per context: where both sides run the same
-// computation (a session and a recompute alone, a snapshot restored, a family's session against its own
-// recompute) the noise measured is 0, so no near-tie can flip and the bound is kSameComputation; where the
-// batches differ (passes shared with other sessions, flash rounds, drafts verified beside a sampled token) the
-// noise is not 0 (0.007 measured) and a test of many comparisons allows kSharedPasses.
-inline constexpr int kSameComputation = 0;
-inline constexpr int kSharedPasses = 1;
-
+// A test's comparisons in one context, each counted.
 struct Tally {
+  explicit Tally(const Bound& b) : bound(b) {}
+  Bound bound;
   int n = 0;
   int identical = 0;
   int excused = 0;
   int failed = 0;
   float worst_noise = 0;  // largest logit difference seen at equal positions
+  // Counts c, which must have been judged under this tally's bound.
   void add(const Comparison& c);
   std::string describe() const;
 };
 
-// None failed, at most max_excused excused, and something compared.
-#define AOI_EXPECT_WITHIN_RULE(tally, max_excused) \
-  do {                                             \
-    EXPECT_GT((tally).n, 0);                       \
-    EXPECT_EQ((tally).failed, 0);                  \
-    EXPECT_LE((tally).excused, (max_excused));     \
+// Something compared, none failed, and no more excuses than the context allows.
+#define AOI_EXPECT_WITHIN_RULE(tally)                          \
+  do {                                                         \
+    EXPECT_GT((tally).n, 0);                                   \
+    EXPECT_EQ((tally).failed, 0);                              \
+    EXPECT_LE((tally).excused, (tally).bound.max_excused);     \
+    EXPECT_LE((tally).worst_noise, (tally).bound.logit_noise); \
   } while (0)
 
 }  // namespace aoi::test

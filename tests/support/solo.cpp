@@ -6,8 +6,13 @@
 
 namespace aoi::test {
 
-std::unique_ptr<engine::Context> make_stream_context(engine::Model& model, int n_seqs, int cells_per_seq, int n_batch) {
+std::unique_ptr<engine::Context> make_stream_context(engine::Model& model, int n_seqs, int cells_per_seq, int n_batch,
+                                                     engine::KvType type_k, engine::KvType type_v,
+                                                     engine::FlashAttn flash_attn) {
   engine::ContextParams p;
+  p.type_k = type_k;
+  p.type_v = type_v;
+  p.flash_attn = flash_attn;
   p.n_ctx = static_cast<std::uint32_t>(n_seqs * cells_per_seq);
   p.n_seq_max = static_cast<std::uint32_t>(n_seqs);
   p.n_batch = p.n_ubatch = static_cast<std::uint32_t>(n_batch);

@@ -35,7 +35,9 @@ Status run_alone(engine::Context& ctx, Op& op) {
 
 // A context with a stream per sequence (as the server runs): n_seqs sequences of cells_per_seq cells each.
 std::unique_ptr<engine::Context> make_stream_context(engine::Model& model, int n_seqs, int cells_per_seq,
-                                                     int n_batch = 128);
+                                                     int n_batch = 128, engine::KvType type_k = engine::KvType::kF16,
+                                                     engine::KvType type_v = engine::KvType::kF16,
+                                                     engine::FlashAttn flash_attn = engine::FlashAttn::kOff);
 
 // The sessions of one test context, with sequences and cells handed out as the service does: the last
 // sequence is the spare recompute eviction rebuilds on.

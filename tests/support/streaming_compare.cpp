@@ -11,10 +11,9 @@
 
 namespace aoi::test {
 
-Tally stream_and_compare(engine::Model& model, int cells_per_seq, session::SessionConfig config, int n_batches,
-                         int max_answer_tokens) {
-  Tally tally;
-  auto ctx = make_stream_context(model, 3, cells_per_seq);
+Tally stream_and_compare(engine::Model& model, session::SessionConfig config, const StreamRun& run) {
+  Tally tally(run.bound);
+  auto ctx = make_stream_context(model, 3, run.cells_per_seq, 128, run.type_k, run.type_v, run.flash_attn);
   EXPECT_TRUE(ctx) << "no context";
   if (!ctx) return tally;
   SoloSessions sessions(*ctx);
@@ -33,7 +32,7 @@ Tally stream_and_compare(engine::Model& model, int cells_per_seq, session::Sessi
                                               "Was there a pullback? Answer YES or NO.",
                                               "Summarize the volume pattern."};
   int bar = 0;
-  for (int b = 0; b < n_batches; ++b) {
+  for (int b = 0; b < run.n_batches; ++b) {
     const int k = 1 + (b * 7) % 5;  // batches of 1..5 records
     const auto lines = ohlcv_lines(k, 99, bar);
     bar += k;
@@ -44,20 +43,21 @@ Tally stream_and_compare(engine::Model& model, int cells_per_seq, session::Sessi
 
     session::QueryParams q;
     q.question = questions[static_cast<size_t>(tally.n) % questions.size()];
-    q.generation.max_tokens = max_answer_tokens;
+    q.generation.max_tokens = run.max_answer_tokens;
     q.generation.keep_first_logits = true;
     auto as = sessions.query(s, q);
     auto an = sessions.query(n, q);
     EXPECT_TRUE(as.ok() && an.ok());
     if (!as.ok() || !an.ok()) continue;
     EXPECT_EQ(as->data_version, an->data_version);
-    const Comparison c = compare(*as, *an);
+    const Comparison c = compare(*as, *an, tally.bound);
     tally.add(c);
     if (c.verdict() != Verdict::kIdentical) std::cout << "query " << tally.n << ": " << c.describe() << "\n";
     EXPECT_NE(c.verdict(), Verdict::kFailed) << "query " << tally.n << " '" << q.question << "': " << c.describe()
                                              << "\n stateful: " << as->text << "\n naive:    " << an->text;
   }
   EXPECT_GT(s.records_evicted(), 0u) << "the run should exercise eviction";
+  AOI_EXPECT_WITHIN_RULE(tally);
   return tally;
 }
 

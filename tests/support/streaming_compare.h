@@ -9,10 +9,20 @@
 
 namespace aoi::test {
 
-// Streams n_batches batches of 1 to 5 OHLCV records into both sessions (on a context of 3 sequences of
-// cells_per_seq cells), asking after every third; checks (with EXPECT) that the two hold as many tokens, that
-// no answer pair fails the rule and that the run evicted, and returns the tally.
-Tally stream_and_compare(engine::Model& model, int cells_per_seq, session::SessionConfig config, int n_batches,
-                         int max_answer_tokens);
+struct StreamRun {
+  int cells_per_seq = 1536;
+  int n_batches = 45;
+  int max_answer_tokens = 6;
+  engine::KvType type_k = engine::KvType::kF16;
+  engine::KvType type_v = engine::KvType::kF16;  // quantized values need flash attention (llama.cpp)
+  engine::FlashAttn flash_attn = engine::FlashAttn::kOff;
+  Bound bound = kSameComputation;  // where the two sessions run alike, as here, no noise is allowed
+};
+
+// Streams run.n_batches batches of 1 to 5 OHLCV records into both sessions (on a context of 3 sequences of
+// run.cells_per_seq cells), asking after every third; checks (with EXPECT) that the two hold as many tokens,
+// that no answer pair fails the rule under run.bound, that the tally stays within it and that the run
+// evicted, and returns the tally.
+Tally stream_and_compare(engine::Model& model, session::SessionConfig config, const StreamRun& run);
 
 }  // namespace aoi::test

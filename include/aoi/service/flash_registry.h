@@ -27,9 +27,10 @@ struct FlashAnswer {
   std::vector<engine::Token> tokens;
   engine::FinishReason finish = engine::FinishReason::kNone;
   float logit_gap = 0;
-  std::uint64_t version = 0;      // 0: not evaluated yet
-  double eval_ms = 0;             // the evaluation round's time per question
-  std::vector<engine::Top2> top;  // top-1/top-2 of every sampled token (end of generation included)
+  std::uint64_t version = 0;        // 0: not evaluated yet
+  double eval_ms = 0;               // the evaluation round's time per question
+  std::vector<engine::Top2> top;    // top-1/top-2 of every sampled token (end of generation included)
+  std::vector<float> first_logits;  // [n_vocab] with ServiceParams::flash_first_logits, else empty
 };
 
 struct FlashQuery {

@@ -76,6 +76,9 @@ struct ServiceParams {
   size_t event_history = 256;   // events kept per session for clients that resume
   int max_flash = 16;           // flash queries per session
   int flash_max_lag = 8;        // versions a flash round may wait for ingestion to catch up
+  // Flash answers keep the logits that chose their first token, as a question asked with keep_first_logits
+  // does: for the tests that hold them to the strict rule (n_vocab floats per answer kept).
+  bool flash_first_logits = false;
   std::chrono::milliseconds max_wait{60000};  // longest read-your-writes wait a query may ask for
   // Pass planning (n_batch is the context's), and prompt-lookup drafting for completions and session
   // questions (loop.draft; max 0: off).

@@ -21,6 +21,7 @@
 #include "equivalence.h"
 #include "records.h"
 #include "service_support.h"
+#include "temp_dir.h"
 #include "test_models.h"
 
 namespace aoi::service {
@@ -31,21 +32,7 @@ using namespace std::chrono_literals;
 using test::model_question;
 using test::wait_ingested;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "aoi-durability-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 struct Options {
   int max_sessions = 3;
@@ -117,7 +104,7 @@ void expect_same(const Result<QueryOutcome>& a, const Result<QueryOutcome>& b, t
                  const std::string& what) {
   ASSERT_TRUE(a.ok()) << what << ": " << a.error().message;
   ASSERT_TRUE(b.ok()) << what << ": " << b.error().message;
-  const auto c = test::compare(a->answer, b->answer);
+  const auto c = test::compare(a->answer, b->answer, tally.bound);
   tally.add(c);
   EXPECT_NE(c.verdict(), test::Verdict::kFailed) << what << ": " << c.describe();
 }
@@ -125,7 +112,7 @@ void expect_same(const Result<QueryOutcome>& a, const Result<QueryOutcome>& b, t
 TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   AOI_NEEDS_MODEL();
   TempDir dir;
-  test::Tally tally;
+  test::Tally tally(test::kSameComputation);
   Result<QueryOutcome> before = Error::internal("unset");
   SessionSnapshot snap_before;
   std::uint64_t pushed = 0, ingested = 0, last_event = 0;
@@ -189,7 +176,7 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
               "continued after the restart, against a recompute");
   std::cout << "restart: " << tally.describe() << "\n";
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
-  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
+  AOI_EXPECT_WITHIN_RULE(tally);
 }
 
 TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {
@@ -200,7 +187,7 @@ TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {
   // counted as dropped), and the session must answer as a recompute over what it retained.
   AOI_NEEDS_MODEL();
   TempDir dir;
-  test::Tally tally;
+  test::Tally tally(test::kSameComputation);
   std::mt19937 rng(3);
   for (int round = 0; round < 3; ++round) {
     TempDir copy;
@@ -249,7 +236,7 @@ TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {
   }
   std::cout << "live copies: " << tally.describe() << "\n";
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
-  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
+  AOI_EXPECT_WITHIN_RULE(tally);
 }
 
 TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
@@ -257,7 +244,7 @@ TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
   TempDir dir;
   auto svc = start(dir.path(), {.max_sessions = 2});
   ASSERT_TRUE(svc);
-  test::Tally tally;
+  test::Tally tally(test::kSameComputation);
   std::map<std::string, Result<QueryOutcome>> first;
   const std::vector<std::string> ids = {"s0", "s1", "s2", "s3"};
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -285,7 +272,7 @@ TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
   EXPECT_EQ(svc->handle(on_disk)->residency.load(), Residency::kResident);
   std::cout << "sessions moved to disk and back: " << tally.describe() << "\n";
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
-  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
+  AOI_EXPECT_WITHIN_RULE(tally);
 }
 
 Status unload(Service& svc, const std::string& id) {
@@ -316,9 +303,9 @@ TEST(Durability, AnUnloadedSessionGoesToDiskAndComesBackAnsweringIdentically) {
   EXPECT_EQ(svc->stats().sessions_on_disk, 1);
   EXPECT_TRUE(unload(*svc, "u").ok()) << "on disk already: nothing to do";
   // A snapshot restored answers exactly as before: the same tokens, not merely within the rule.
-  test::Tally tally;
+  test::Tally tally(test::kSameComputation);
   expect_same(svc->query("u", model_question(kQuestion)), before, tally, "after unload");
-  EXPECT_EQ(tally.identical, tally.n) << tally.describe();
+  AOI_EXPECT_WITHIN_RULE(tally);
   EXPECT_EQ(svc->handle("u")->residency.load(), Residency::kResident);
   // Gone: 404, whatever it was doing.
   ASSERT_TRUE(svc->delete_session("u").ok());
@@ -390,7 +377,7 @@ void corrupt(const fs::path& path) {
 TEST(Durability, ADamagedSnapshotIsNeverUsedTheSessionFallsBackOrReportsIt) {
   AOI_NEEDS_MODEL();
   TempDir dir;
-  test::Tally tally;
+  test::Tally tally(test::kSameComputation);
   Result<QueryOutcome> before = Error::internal("unset");
   {
     auto svc = start(dir.path(), {.snapshot_tokens = 100});
@@ -436,7 +423,7 @@ TEST(Durability, ADamagedSnapshotIsNeverUsedTheSessionFallsBackOrReportsIt) {
   ASSERT_TRUE(svc->delete_session("a").ok());
   ASSERT_TRUE(svc->create_session(config("a")).ok());
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
-  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
+  AOI_EXPECT_WITHIN_RULE(tally);
 }
 
 TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
@@ -478,7 +465,7 @@ TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
 TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
   AOI_NEEDS_MODEL();
   TempDir a_dir, b_dir;
-  test::Tally tally;
+  test::Tally tally(test::kSameComputation);
   auto a = start(a_dir.path(), {.max_sessions = 2});
   ASSERT_TRUE(a);
   ASSERT_TRUE(a->create_session(config("x")).ok());
@@ -511,7 +498,7 @@ TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
   b = start(b_dir.path(), {.max_sessions = 4});
   expect_same(b->query("y", model_question(kQuestion)), continued, tally, "imported, then restarted");
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
-  AOI_EXPECT_WITHIN_RULE(tally, test::kSameComputation);
+  AOI_EXPECT_WITHIN_RULE(tally);
 }
 
 // A small filesystem mounted for the test (root only: CI runs as root).

@@ -70,14 +70,14 @@ TEST_F(SessionImageTest, ARestoredSessionAnswersAsTheOneItWasSavedFrom) {
   auto a = sessions_->query(*original, question());
   auto b = sessions_->query(**restored, question());
   ASSERT_TRUE(a.ok() && b.ok());
-  const auto c = test::compare(b->details, a->details);
+  const auto c = test::compare(b->details, a->details, test::kSameComputation);
   EXPECT_EQ(c.verdict(), test::Verdict::kIdentical) << c.describe();
   // And they go on alike.
   const auto more = test::ohlcv_lines(5, 21, 100);
   ASSERT_TRUE(sessions_->append(*original, more).ok());
   ASSERT_TRUE(sessions_->append(**restored, more).ok());
   const auto c2 = test::compare(sessions_->query(**restored, question())->details,
-                                sessions_->query(*original, question())->details);
+                                sessions_->query(*original, question())->details, test::kSameComputation);
   EXPECT_EQ(c2.verdict(), test::Verdict::kIdentical) << c2.describe();
 }
 
@@ -100,7 +100,7 @@ TEST_F(SessionImageTest, AnImageMovesToAContextWithAnotherNumberOfSequences) {
   ASSERT_TRUE(restored.ok()) << restored.error().message;
   const auto after = other.query(**restored, question());
   ASSERT_TRUE(before.ok() && after.ok());
-  const auto c = test::compare(after->details, before->details);
+  const auto c = test::compare(after->details, before->details, test::kSameComputation);
   EXPECT_EQ(c.verdict(), test::Verdict::kIdentical) << c.describe();
 }
 

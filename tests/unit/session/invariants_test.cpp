@@ -133,7 +133,7 @@ TEST_F(SessionInvariants, QueryLeavesTheSessionUnchanged) {
   auto second = ask(*s, q);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->tokens, first->tokens);
-  EXPECT_LE(test::compare(*second, *first).max_first_logit_diff, 1e-4f);
+  EXPECT_LE(test::compare(*second, *first, test::kSameComputation).max_first_logit_diff, 1e-4f);
 
   // The next append and a query still match the full recompute.
   const auto more = test::ohlcv_lines(4, 11, 8);
@@ -142,7 +142,7 @@ TEST_F(SessionInvariants, QueryLeavesTheSessionUnchanged) {
   auto as = ask(*s, q);
   auto an = ask(*n, q);
   ASSERT_TRUE(as.ok() && an.ok());
-  const auto c = test::compare(*as, *an);
+  const auto c = test::compare(*as, *an, test::kSameComputation);
   EXPECT_EQ(c.verdict(), test::Verdict::kIdentical) << c.describe();
   expect_contiguous(*s);
   // The naive session keeps nothing in the cache between queries.
@@ -246,7 +246,7 @@ TEST_F(Eviction, ARebuildRunsBesideAQueryAndTakesThePrimaryAfterIt) {
   step(**query);
   const Answer answer = (*query)->take_answer();
   EXPECT_EQ(answer.data_version, version);
-  const auto then = test::compare(answer, *recompute_then);
+  const auto then = test::compare(answer, *recompute_then, test::kSameComputation);
   EXPECT_EQ(then.verdict(), test::Verdict::kIdentical) << "the query answered on the old version: " << then.describe();
   query->reset();
 
@@ -262,7 +262,7 @@ TEST_F(Eviction, ARebuildRunsBesideAQueryAndTakesThePrimaryAfterIt) {
   auto as = ask(*s, q);
   auto an = ask(*n, q);
   ASSERT_TRUE(as.ok() && an.ok());
-  const auto c = test::compare(*as, *an);
+  const auto c = test::compare(*as, *an, test::kSameComputation);
   EXPECT_EQ(c.verdict(), test::Verdict::kIdentical) << c.describe();
 }
 
@@ -328,7 +328,7 @@ TEST_F(Eviction, ASessionWithTheSameSystemTextCopiesRegion0) {
   auto qa = ask(*a, q);
   auto qb = ask(*b, q);
   ASSERT_TRUE(qa.ok() && qb.ok());
-  const auto c = test::compare(*qb, *qa);
+  const auto c = test::compare(*qb, *qa, test::kSameComputation);
   EXPECT_EQ(c.verdict(), test::Verdict::kIdentical) << c.describe();
   // a goes; b keeps the shared cells and still answers the same.
   sessions_->remove(a);

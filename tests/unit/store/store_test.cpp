@@ -17,27 +17,12 @@
 #include "aoi/store/log_syncer.h"
 #include "aoi/store/record_log.h"
 #include "aoi/store/snapshot_file.h"
+#include "temp_dir.h"
 
 namespace aoi::store {
 namespace {
 
-// A directory of its own per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "aoi-store-test-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 LogEntry record(std::uint64_t seq, const std::string& text) {
   return {LogKind::kRecord, seq, seq, Bytes(text.begin(), text.end())};
