@@ -1,6 +1,7 @@
 // Flash queries: hit latency end to end over HTTP on loopback, and the cost of a flash round of k questions
 // (each on a fork of the session, all in the same passes) against one standard query. Same model and threads,
-// one run. Prints; never asserts.
+// one run. Prints markdown for bench/update_docs.py, headed by the commit and this command line as typed;
+// never asserts.
 //
 //   aoi-bench-flash [--model FILE] [--threads N] [--depth TOKENS] [--hits N] [--ks 1,4,16]
 #include <CLI/CLI.hpp>
@@ -21,6 +22,7 @@
 #include "aoi/server/server.h"
 #include "aoi/service/service.h"
 #include "aoi/workload/ohlcv.h"
+#include "provenance.h"
 
 namespace {
 
@@ -97,6 +99,7 @@ int main(int argc, char** argv) {
   app.add_option("--ks", ks, "questions per round")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
 
+  std::printf("%s\n\n", aoi::bench::measured_line(argc, argv).c_str());
   std::printf("model %s, %d threads, %d tokens of data, %d answer tokens per flash question\n\n", model.c_str(),
               threads, depth, answer_tokens);
 

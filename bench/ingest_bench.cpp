@@ -4,7 +4,9 @@
 // writes them for bench/update_docs.py); never asserts.
 //
 //   aoi-bench-ingest [--model FILE] [--threads N] [--batch N] [--tokens N] [--depths 0,4096] [--repeats N]
-//                    [--queries N] [--flash-attn on|off] [--markdown FILE] [--commit SHA]
+//                    [--queries N] [--flash-attn on|off] [--markdown FILE] [--commit SHA] [--command TEXT]
+// The tables name the commit (default: bench/benchlib.py's, or $AOI_BENCH_COMMIT) and the command (default:
+// this one, verbatim; bench/ingest/run.sh gives its own).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "aoi/engine/model.h"
 #include "aoi/service/service.h"
 #include "aoi/workload/ohlcv.h"
+#include "provenance.h"
 
 namespace {
 
@@ -175,22 +178,6 @@ void add(std::string& out, const char* format, Args... args) {
   out += buf;
 }
 
-// The command as typed, for the table, without the options that only say where its output goes.
-std::string command_line(int argc, char** argv) {
-  std::string out;
-  for (int i = 0; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--markdown" || arg == "--commit") {
-      ++i;
-      continue;
-    }
-    if (arg.rfind("--markdown=", 0) == 0 || arg.rfind("--commit=", 0) == 0) continue;
-    if (!out.empty()) out += ' ';
-    out += arg.find_first_of(" \t'\"$") == std::string::npos ? arg : "'" + arg + "'";
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,14 +197,11 @@ int main(int argc, char** argv) {
   app.add_option("--queries", queries, "timed queries per latency measurement, after a warm-up (median kept)")
       ->check(CLI::PositiveNumber);
   app.add_option("--markdown", markdown_file, "write the docs' tables (commit, settings, medians) to this file");
-  app.add_option("--commit", commit, "the commit the tables name (default: $AOI_BENCH_COMMIT)");
+  app.add_option("--commit", commit, "the commit the tables name (default: this checkout's, or $AOI_BENCH_COMMIT)");
   app.add_option("--command", command, "the command the tables name (default: this one)");
   CLI11_PARSE(app, argc, argv);
-  if (commit.empty()) {
-    const char* env = std::getenv("AOI_BENCH_COMMIT");
-    commit = env != nullptr && *env != '\0' ? env : "unknown";
-  }
-  if (command.empty()) command = command_line(argc, argv);
+  if (commit.empty()) commit = aoi::bench::run_commit();
+  if (command.empty()) command = aoi::bench::command_line(argc, argv);
 
   auto loaded = aoi::engine::Model::load({model});
   if (!loaded) {
@@ -233,7 +217,7 @@ int main(int argc, char** argv) {
   cp.n_seq_max = 4;
   cp.flash_attn = flash_attn == "on" ? aoi::engine::FlashAttn::kOn : aoi::engine::FlashAttn::kOff;
   std::string md;
-  add(md, "Measured at commit `%s`: `%s`\n\n", commit.c_str(), command.c_str());
+  add(md, "%s\n\n", aoi::bench::measured_line(commit, command).c_str());
   add(md,
       "Engine settings, llama.cpp and aoi alike: model %s (%s), threads %d for decode and %d for prefill, batch %u, "
       "ubatch %u, KV cache K %s V %s, flash attention %s, CPU only. One system is timed at a time; each is warmed up "

@@ -1,5 +1,6 @@
 // What one session's question costs depending on its neighbours in a shared llama.cpp KV cache, for each
-// cache configuration aoi could run with, so that we can choose one. Prints; never asserts.
+// cache configuration aoi could run with, so that we can choose one. Prints markdown for bench/update_docs.py,
+// headed by the commit and this command line as typed; never asserts.
 //
 // With a unified cache (one cell pool for all sequences) llama.cpp attends over every used cell up to the
 // highest one and masks the other sequences' cells, so an idle neighbour's context should still cost a
@@ -31,6 +32,7 @@
 #include "aoi/engine/model.h"
 #include "aoi/engine/sampling.h"
 #include "aoi/workload/ohlcv.h"
+#include "provenance.h"
 
 namespace {
 
@@ -239,6 +241,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  std::printf("%s\n\n", aoi::bench::measured_line(argc, argv).c_str());
   auto loaded = engine::Model::load({o.model});
   if (!loaded) {
     std::fprintf(stderr, "%s\n", loaded.error().message.c_str());

@@ -41,17 +41,14 @@ wait_ready() {
   echo "server at $1 did not become ready; its log:" >&2; tail -20 "$2" >&2; exit 1
 }
 
-# The commit the run is measured at, marked when the tree has changes.
-bench_commit() {
-  local c; c=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-  [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && c="$c+changes"
-  echo "$c"
-}
+# The commit the run is measured at: abc1234, or abc1234+changes when tracked files differ from it (then
+# bench/update_docs.py refuses the run's tables). One definition for every script and benchmark:
+# bench/benchlib.py. Take it when the run starts, before the build: that is the tree the binaries come from.
+bench_commit() { python3 bench/benchlib.py commit; }
 
-# quote_args ARG...: the arguments as a command line shows them (" a 'b c'"), for the command a table names.
-quote_args() {
-  local a
-  for a in "$@"; do
-    if [[ "$a" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then printf ' %s' "$a"; else printf " '%s'" "${a//\'/\'\\\'\'}"; fi
-  done
-}
+# bench_command SCRIPT ARG...: the command line that started the run, as typed (SCRIPT: the script's path from
+# the repository root), for the tables to name. Call it before the options are parsed, with "$@".
+bench_command() { python3 bench/benchlib.py command "$@"; }
+
+# json_string TEXT: TEXT as a JSON string (quotes and backslashes escaped), for settings.json.
+json_string() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$1"; }

@@ -20,20 +20,13 @@ import subprocess
 import sys
 import tempfile
 
+# bench/benchlib.py: what the benchmark scripts share (no bytecode left beside it in the tree).
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
 RENDER = "build/bench/aoi-bench-render"
 RING = "build/bench/aoi-bench-ring"
-
-
-def bench_commit():
-    """The commit of this checkout, marked when the tree has changes (bench/lib.sh's bench_commit)."""
-    try:
-        c = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                           check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                            text=True).stdout
-    return c + "+changes" if status.strip() else c
 
 
 def run(binary, args, json_path, extra, env=None):
@@ -102,9 +95,9 @@ def main():
     args = ap.parse_args()
     if args.repetitions < 2:
         sys.exit("--repetitions must be 2 or more (the tables are medians)")
-    commit = args.commit or bench_commit()
-    command = args.command or " ".join(["bench/microbench_report.py"] + [
-        a if re.fullmatch(r"[A-Za-z0-9_./:=,+@%-]+", a) else "'" + a + "'" for a in sys.argv[1:]])
+    # Taken before anything runs: the binaries are this tree's.
+    commit = args.commit or benchlib.commit()
+    command = args.command or benchlib.command(["bench/microbench_report.py"] + sys.argv[1:])
 
     tmp = tempfile.mkdtemp(prefix="aoi-microbench-")
     render_out = ""
@@ -123,7 +116,7 @@ def main():
     render, render_ctx, render_reps = medians(render_json)
     ring, ring_ctx, ring_reps = medians(ring_json)
     md = []
-    md.append(f"Measured at commit `{commit}`: `{command}`")
+    md.append(benchlib.measured_line(commit, command))
     md.append("")
     ctx = ring_ctx or render_ctx
     host = f"{ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz" if ctx else "host unknown"

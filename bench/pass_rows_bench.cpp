@@ -1,7 +1,8 @@
 // What a forward pass costs for the number of rows it carries, each with its logits, as decode steps with
 // drafts have them: the basis of --draft-fixed-rows (a pass's cost beyond its rows, in rows). Two
 // layouts: all rows on one sequence (one answer and its draft tokens), and one row on each of R sequences (R
-// answers decoding together). Each sequence holds --depth tokens first. Prints; never asserts.
+// answers decoding together). Each sequence holds --depth tokens first. Prints markdown for bench/update_docs.py
+// (the commit and this command line as typed, then the figures in a code block); never asserts.
 //
 //   aoi-bench-pass-rows [--model FILE] [--threads N] [--depth N] [--rows 1,2,3,4,6,8,12,16] [--reps N]
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
+#include "provenance.h"
 
 namespace {
 
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   app.add_option("--rows", rows)->delimiter(',');
   app.add_option("--reps", reps, "passes per point (the median is kept)");
   CLI11_PARSE(app, argc, argv);
+  std::printf("%s\n\n", aoi::bench::measured_line(argc, argv).c_str());
 
   engine::ModelParams mp;
   mp.path = model_path;
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
       if (c.decode(batch) != engine::DecodeOutcome::kOk) return 1;
     }
   }
+  std::printf("```\n");
   std::printf("model %s, %d threads, depth %d, flash attention off, logits for every row; median of %d passes\n",
               (*model)->description().c_str(), threads, depth, reps);
   std::printf("%6s  %18s  %10s  %18s  %10s\n", "rows", "one sequence (ms)", "vs 1 row", "R sequences (ms)", "vs 1 row");
@@ -120,5 +124,6 @@ int main(int argc, char** argv) {
               r, a2, sr);
   std::printf("a row %.2f ms, a sequence %.2f ms, fixed %.2f ms: --draft-fixed-rows %.1f --draft-seq-rows %.1f\n", r,
               per_seq, fixed, fixed / r, per_seq / r);
+  std::printf("```\n");
   return 0;
 }

@@ -3,19 +3,31 @@
 <!-- NAME:begin --> and <!-- NAME:end -->, so that the docs' tables are always a script's output from a run,
 never typed by hand.
 
-    bench/update_docs.py NAME FILE [--docs docs/benchmarks.md] [--command CMD --commit SHA]
+    bench/update_docs.py NAME FILE [--docs docs/benchmarks.md] [--command CMD [--commit SHA]]
 
-FILE is what the benchmark (or its report script) printed. When it does not name the commit it was measured
-at itself, give --command (what was run) and --commit (where: the checkout the run was made from); the
-section then starts with "Measured at commit SHA: CMD".
+FILE is what the benchmark (or its report script) printed, headed by the line every benchmark prints,
+"Measured at commit `SHA`: `COMMAND`" (the command as typed; the commit as bench/benchlib.py takes it when
+the run starts). Only a clean commit goes into the docs: this script refuses (exit status 1) a FILE that names
+no commit, an unknown one, or one with uncommitted changes (`abc1234+changes`, `abc1234-dirty`, `unknown`),
+and a commit this repository does not have.
+
+For a program that does not print that line (scripts/soak.sh), give --command (what was run): the section then
+starts with "Measured at commit SHA: CMD", SHA being this checkout's commit, or --commit SHA where the run was
+made from another checkout. Either is taken on trust, so both are refused while this checkout has changes
+other than to the docs file itself: commit them, run again, then update the docs.
 
 A section the docs do not have yet is added first where SECTIONS says (its heading, what the benchmark does
 and how it is run, then the markers): `bench/update_docs.py stateless bench-out/stateless-cpu/summary.md`
 adds "Stateless endpoints" before "Soak" on its first run and replaces what is between its markers after that.
 """
 import argparse
+import os
 import re
+import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # bench/benchlib.py leaves no bytecode beside it in the tree
+import benchlib  # noqa: E402
 
 
 # Sections added on their first update: NAME -> (the heading the section goes before, its text up to the markers).
@@ -52,6 +64,32 @@ counters, so that a model that does not copy shows as one.
 `bench/update_docs.py stateless bench-out/stateless-cpu/summary.md` puts below.
 
 """),
+    "fuzz": ("## GPU", """## Fuzzing
+
+```sh
+scripts/fuzz.sh --runs 10000000 --out bench-out/fuzz.md fuzz_request_json fuzz_http_request fuzz_records_body \\
+  fuzz_record_template
+bench/update_docs.py fuzz bench-out/fuzz.md
+```
+
+`scripts/fuzz.sh` builds the libFuzzer targets of `tests/fuzz` with Clang, AddressSanitizer and
+UndefinedBehaviorSanitizer, and runs each from its seeds for ten million inputs (as many at a time as there
+are cores, each on one core). Each target checks the promises of what it fuzzes, not only that it does not
+crash (the comment at the top of each target lists them). "Kept" counts the inputs that once broke a target
+(found by earlier runs, each fixed) in `tests/fuzz/regressions/`, which CI replays before a short run of every
+target. With `--out` it writes the table below, naming the command and the commit.
+
+"""),
+    "fuzz-renderer": ("## GPU", """\
+`fuzz_record_renderer` tokenizes every rendered record with the real test model's tokenizer, about fifty
+inputs a second: it runs for a fixed time instead of ten million inputs.
+
+```sh
+scripts/fuzz.sh --seconds 900 --out bench-out/fuzz-renderer.md fuzz_record_renderer
+bench/update_docs.py fuzz-renderer bench-out/fuzz-renderer.md
+```
+
+"""),
 }
 
 
@@ -68,13 +106,58 @@ def ensure_section(doc, name):
     return doc[:at + 1] + block + doc[at + 1:]
 
 
+def refuse(why):
+    sys.exit(f"update_docs.py: refused: {why}")
+
+
+def has_commit(sha):
+    """Whether this repository has the commit (a table must name one that can be checked out)."""
+    try:
+        subprocess.run(["git", "-C", benchlib.ROOT, "rev-parse", "--verify", "--quiet", sha + "^{commit}"],
+                       capture_output=True, check=True)
+        return True
+    except (OSError, subprocess.CalledProcessError):
+        return False
+
+
+def trusted_commit(args):
+    """The commit a section given --command names: --commit, or this checkout's; refused while this checkout
+    has changes other than to the docs file (the run may have been made with them)."""
+    docs = os.path.relpath(os.path.abspath(args.docs), benchlib.ROOT)
+    try:
+        changed = [f for f in benchlib.changed_files() if f != docs]
+        here = benchlib.head()
+    except (OSError, subprocess.CalledProcessError):
+        refuse("--command needs a git checkout, to name its commit")
+    if changed:
+        refuse(f"--command takes the command and commit on trust, and this checkout has uncommitted changes "
+               f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}): commit them, run the benchmark "
+               f"again, then update the docs")
+    return args.commit or here
+
+
+def check_provenance(text, file):
+    """Refuses a section that does not name a clean commit of this repository."""
+    commits = benchlib.MEASURED.findall(text)
+    if not commits:
+        refuse(f"{file} does not say where it was measured (no \"Measured at commit `SHA`: `COMMAND`\" line): "
+               "run the benchmark again (every benchmark prints that line), or give --command for a program that "
+               "does not")
+    for c in commits:
+        if not benchlib.is_clean(c):
+            refuse(f"{file} was measured at `{c}`, not a clean commit: the tables would not say what code they "
+                   "measured. Commit the changes, run the benchmark again, then update the docs")
+        if not has_commit(c):
+            refuse(f"{file} names commit `{c}`, which this repository does not have (fetch it, or run again here)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("name")
     ap.add_argument("file")
     ap.add_argument("--docs", default="docs/benchmarks.md")
-    ap.add_argument("--command", help="the command that printed FILE")
-    ap.add_argument("--commit", help="the commit it was run at")
+    ap.add_argument("--command", help="the command that printed FILE (when FILE does not name it)")
+    ap.add_argument("--commit", help="with --command: the commit it ran at (default: this checkout's)")
     args = ap.parse_args()
     with open(args.file) as f:
         lines = f.read().strip().splitlines()
@@ -83,10 +166,13 @@ def main():
     lines = [l for l in lines if not re.match(r"^\[\d{4}-\d\d-\d\d ", l)]
     lines = [re.sub(r"^#+ (.*)$", r"**\1**", l) for l in lines]
     text = "\n".join(lines) + "\n"
-    if args.command or args.commit:
-        if not (args.command and args.commit):
-            sys.exit("--command and --commit go together")
-        text = f"Measured at commit `{args.commit}`: `{args.command}`\n\n" + text
+    if args.commit and not args.command:
+        refuse("--commit goes with --command")
+    if args.command:
+        if benchlib.MEASURED.search(text):
+            refuse(f"{args.file} names its commit and command itself: drop --command and --commit")
+        text = benchlib.measured_line(trusted_commit(args), args.command) + "\n\n" + text
+    check_provenance(text, args.file)
     with open(args.docs) as f:
         doc = ensure_section(f.read(), args.name)
     begin, end = f"<!-- {args.name}:begin -->", f"<!-- {args.name}:end -->"

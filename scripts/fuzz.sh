@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets (tests/fuzz) with Clang in build-fuzz and runs each for a while, as many at a
 # time as there are jobs (AOI_JOBS), each on one core.
 #   scripts/fuzz.sh [--seconds N | --runs N] [--out FILE.md] [target...]     default: 60 seconds each, every target
-# --out writes the summary as a markdown table (for docs/benchmarks.md, through bench/update_docs.py).
+# --out writes the summary as a markdown table, headed by the commit and this command as typed (the environment
+# variables below that change what runs included), for docs/benchmarks.md: bench/update_docs.py fuzz FILE.
 # Targets: fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_renderer fuzz_http_request.
 # Environment:
 #   AOI_FUZZ_DIR    the build directory (default build-fuzz)
@@ -19,6 +20,7 @@ all_targets=(fuzz_records_body fuzz_request_json fuzz_record_template fuzz_recor
 
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; }
 
+argv=("$@")
 seconds=60
 runs=""
 out=""
@@ -40,6 +42,16 @@ for t in "${targets[@]}"; do
     *) echo "fuzz: unknown target $t (one of: ${all_targets[*]})" >&2; exit 2 ;;
   esac
 done
+
+# What the table names: this command as typed, with the environment it reads that changes what runs, and the
+# commit, taken before the build (bench/benchlib.py: `abc1234+changes` from a checkout with changes, which
+# bench/update_docs.py refuses).
+env_shown=()
+for v in AOI_JOBS AOI_FUZZ_MODEL; do
+  if [ -n "${!v:-}" ]; then env_shown+=("$v=${!v}"); fi
+done
+cmdline=$(python3 "$root/bench/benchlib.py" command "${env_shown[@]}" scripts/fuzz.sh "${argv[@]}")
+commit=$(python3 "$root/bench/benchlib.py" commit)
 
 if ! command -v clang++ >/dev/null 2>&1; then
   echo "fuzz: clang++ not found (scripts/setup.sh --tests installs clang and its libFuzzer runtime)" >&2
@@ -130,8 +142,12 @@ done
 printf '\n%-22s %14s %10s %8s %8s  %s\n' target executions exec/s new time result
 printf '%s\n' "${summary[@]}"
 if [ -n "$out" ]; then
+  mkdir -p "$(dirname "$out")"
   {
-    echo "$(clang++ --version | head -1), -fsanitize=fuzzer,address,undefined, each target on one core."
+    echo "Measured at commit \`$commit\`: \`$cmdline\`"
+    echo
+    echo "$(clang++ --version | head -1), -fsanitize=fuzzer,address,undefined, each target on one core," \
+      "$((jobs < ${#targets[@]} ? jobs : ${#targets[@]})) at a time."
     echo
     echo "| target | executions | exec/s | seconds | kept | result |"
     echo "|---|---:|---:|---:|---:|---|"

@@ -9,6 +9,11 @@ import json
 import os
 import sys
 
+# bench/benchlib.py: what the benchmark scripts share (no bytecode left beside it in the tree).
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402
+
 
 def load(out, name):
     path = os.path.join(out, name)
@@ -20,10 +25,14 @@ def load(out, name):
 
 def report(out):
     s = load(out, "settings.json")
-    lines = [f"Measured at commit `{s['commit']}` (`bench/durability/run.sh --preset {s['preset']}`): "
-             f"{os.path.basename(s['model'])}, {s['threads']} threads, batch {s['batch']}, flash attention "
-             f"{s['flash_attn']} and KV cache {s['kv_type']} on both servers; medians of {s['reps']} after a "
-             f"warm-up, one server timed at a time.", ""]
+    engine = ""
+    if s.get("aoi_engine_args"):
+        engine = f" aoi `serve {s['aoi_engine_args']}`; llama-server `{s['llama_engine_args']}`."
+    lines = [benchlib.measured_of(s, "bench/durability/run.sh"), "",
+             f"{os.path.basename(s['model'])}, {s['threads']} threads (decode and prefill), batch and ubatch "
+             f"{s['batch']}, flash attention {s['flash_attn']} and KV cache {s['kv_type']} on both servers;{engine} "
+             f"Snapshots: medians of {s['reps']} after a warm-up, one server timed at a time; the restart and each "
+             f"push policy's ingestion: one run each. " + benchlib.NOISE_RULE, ""]
     checks = []
 
     snap = load(out, "results-snapshot.json") or []
@@ -50,7 +59,8 @@ def report(out):
                   "(process ready, s) | speedup |", "|---:|---:|---:|---:|"]
         speed = fill["seconds"] / restart["all_answering_s"]
         lines.append(f"| {fill['sessions']} x {per:,.0f} | {fill['seconds']:.1f} | {restart['all_answering_s']:.1f} "
-                     f"({restart['ready_s']:.1f}) | {speed:.1f}x |")
+                     f"({restart['ready_s']:.1f}) "
+                     f"| {benchlib.ratio_text(fill['seconds'], restart['all_answering_s'], 1)} |")
         checks.append(("restore of the sessions >= 20x faster than re-ingesting them", speed >= 20, f"{speed:.1f}x"))
         lines.append("")
 
@@ -62,7 +72,7 @@ def report(out):
         for p, r in pushes.items():
             if not r:
                 continue
-            ratio = f" ({r['ingest_tokens_per_s'] / base:.2f}x)" if base else ""
+            ratio = benchlib.ratio_note(r["ingest_tokens_per_s"], base) if base and p != "memory" else ""
             name = "memory only" if p == "memory" else p
             lines.append(f"| {name} | {r['p50_ms']:.3f} | {r['p90_ms']:.3f} | {r['p99_ms']:.3f} "
                          f"| {r['ingest_tokens_per_s']:,.0f}{ratio} |")

@@ -5,7 +5,9 @@
 #   2. a restart: 8 sessions of 8K tokens filled (the cost of re-ingesting them), the server stopped and
 #      started again, and the time until all 8 answer;
 #   3. push latency over HTTP and ingestion rate per fsync policy (always, everysec, no) and in memory only.
-# report.py turns the outputs into the table.
+# Both servers run with the same engine settings, pinned (threads for decode and prefill, batch and micro-batch,
+# KV cache type, flash attention). report.py turns the outputs into the table, naming this command as typed
+# and the commit.
 #
 #   bench/durability/run.sh [--preset quick|cpu] [--model PATH] [--threads N] [--out DIR] [--skip-build]
 #
@@ -16,6 +18,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 # shellcheck source=../lib.sh
 . bench/lib.sh
+command=$(bench_command bench/durability/run.sh "$@")
+commit=$(bench_commit)
 
 preset=cpu model="" threads=$(nproc) out="" skip_build=0
 while [ $# -gt 0 ]; do
@@ -37,7 +41,7 @@ case "$preset" in
 esac
 model=${model:-$default_model}
 out=${out:-bench-out/durability-$preset}
-batch=512
+batch=512 kv_type=f16
 max_size=${sizes##*,}
 
 if [ "$skip_build" = 0 ]; then
@@ -50,28 +54,34 @@ mkdir -p "$out"
 start_aoi() {  # log, then aoi serve options; sets $url
   local log=$1 port; shift
   port=$(free_port)
-  build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --batch-size "$batch" --flash-attn off \
-    --pool-slots 1 --spare-seqs 1 "$@" >"$log" 2>&1 &
+  build/tools/aoi serve -m "$model" --port "$port" "${aoi_engine[@]}" --pool-slots 1 --spare-seqs 1 "$@" \
+    >"$log" 2>&1 &
   pids+=($!)
   url="http://127.0.0.1:$port"
   wait_ready "$url" "$log"
 }
 bench() { build/bench/aoi-bench-durability --out "$out" "$@"; }
 
-commit=$(bench_commit)
+# The same engine settings on both servers, pinned rather than left to each server's defaults.
+aoi_engine=(--threads "$threads" --batch-size "$batch" --ubatch-size "$batch" --cache-type-k "$kv_type"
+            --cache-type-v "$kv_type" --flash-attn off)
+llama_engine=(-t "$threads" -tb "$threads" -b "$batch" -ub "$batch" -ctk "$kv_type" -ctv "$kv_type" -fa off)
 cat >"$out/settings.json" <<JSON
-{"preset": "$preset", "model": "$model", "threads": $threads, "batch": $batch, "flash_attn": "off",
- "kv_type": "f16", "sizes": [$sizes], "restart_sessions": $restart_sessions, "restart_tokens": $restart_tokens,
- "pushes": $pushes, "reps": $reps, "commit": "$commit"}
+{"preset": "$preset", "model": $(json_string "$model"), "threads": $threads, "batch": $batch, "flash_attn": "off",
+ "kv_type": "$kv_type", "sizes": [$sizes], "restart_sessions": $restart_sessions, "restart_tokens": $restart_tokens,
+ "pushes": $pushes, "reps": $reps, "commit": "$commit", "command": $(json_string "$command"),
+ "aoi_engine_args": $(json_string "${aoi_engine[*]}"), "llama_engine_args": $(json_string "${llama_engine[*]}")}
 JSON
-echo "== durability benchmark, preset $preset: $model, $threads threads, batch $batch; output in $out"
+echo "== durability benchmark: $command"
+echo "== $model; output in $out"
+echo "== aoi serve ${aoi_engine[*]}; llama-server ${llama_engine[*]}"
 
 # 1. Snapshots, side by side with llama-server's slot save/restore (one slot holding the same tokens).
 cells=$(( (max_size + 4096 + 255) / 256 * 256 ))
 lport=$(free_port)
 mkdir -p "$out/slots"
-build/bin/llama-server -m "$model" --port "$lport" -t "$threads" -c "$cells" -np 1 -b "$batch" -ub "$batch" \
-  -fa off --slot-save-path "$out/slots" >"$out/llama-server.log" 2>&1 &
+build/bin/llama-server -m "$model" --port "$lport" -c "$cells" -np 1 "${llama_engine[@]}" \
+  --slot-save-path "$out/slots" >"$out/llama-server.log" 2>&1 &
 pids+=($!)
 wait_ready "http://127.0.0.1:$lport" "$out/llama-server.log"
 start_aoi "$out/aoi-snapshot.log" --data-dir "$out/data-snapshot" --max-sessions 1 --ctx-size $((4 * cells))

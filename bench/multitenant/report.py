@@ -10,6 +10,11 @@ import json
 import os
 import sys
 
+# bench/benchlib.py: what the benchmark scripts share (no bytecode left beside it in the tree).
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402
+
 
 def load(path):
     with open(path) as f:
@@ -18,6 +23,30 @@ def load(path):
 
 def fmt(x, digits=0):
     return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def compared(num_runs, den_runs, recorded=None, center=benchlib.median):
+    """The ratio of two measurements (their runs) in parentheses, or `, equal (within noise)`; results written
+    before the runs were kept give their recorded ratio, marked."""
+    if num_runs is None or den_runs is None:
+        return f" ({fmt(recorded, 2)}x, spread not recorded)"
+    return benchlib.ratio_note(num_runs, den_runs, 2, center)
+
+
+def header(s, raw_depth, raw_tps):
+    """The commit and the exact command, then the engine settings both servers ran with."""
+    engine = ""
+    if s.get("aoi_engine_args"):
+        engine = (f" aoi `serve {s['aoi_engine_args']}`; llama-server `{s['llama_engine_args']}`, a slot per "
+                  "session (`-np N`), its prompt cache on (each slot keeps its last prompt) and its host-memory "
+                  "prompt cache off (`--cache-ram 0`).")
+    return [benchlib.measured_of(s, "bench/multitenant/run.sh"), "",
+            f"{os.path.basename(s['model'])}, {s['threads']} threads (decode and prefill), batch and ubatch "
+            f"{s['batch']}, flash attention {s['flash_attn']} and KV cache {s['kv_type']} on both servers."
+            f"{engine} Sessions of {s['tokens']} tokens of bars; questions of {s['answer_tokens']} answer tokens; "
+            f"{s['bars_per_iteration']} new bars per stream before each round against llama-server; median of "
+            f"repeated measurements, each system timed alone and warmed up. llama.cpp's prefill: llama-bench "
+            f"pp{s['batch']} at depth {raw_depth}: {fmt(raw_tps)} tokens/s. " + benchlib.NOISE_RULE, ""]
 
 
 def report(out):
@@ -29,14 +58,7 @@ def report(out):
     alone = next((r for r in rows if r["sessions"] == 1), None)
     alone_p50 = alone["idle"]["p50_ms"] if alone else None
 
-    lines = []
-    lines.append(f"Measured at commit `{s['commit']}` (`bench/multitenant/run.sh --preset {s['preset']}`): "
-                 f"{os.path.basename(s['model'])}, {s['threads']} threads, batch {s['batch']}, flash attention "
-                 f"{s['flash_attn']} and KV cache {s['kv_type']} on both servers; sessions of {s['tokens']} tokens "
-                 f"of bars; questions of {s['answer_tokens']} answer tokens; median of repeated measurements, "
-                 f"each system timed alone and warmed up. llama.cpp's prefill: llama-bench pp{s['batch']} at depth "
-                 f"{raw_depth}: {fmt(raw_tps)} tokens/s.")
-    lines.append("")
+    lines = header(s, raw_depth, raw_tps)
     lines.append("| N | ingestion tok/s (vs llama.cpp prefill) | N questions at once / in a row, ms (speedup) "
                  "| question beside N-1 idle neighbours, p50 ms (vs alone) "
                  "| question while N-1 ingest, p50 / p99 ms (bound: idle p50 + longest pass) "
@@ -50,21 +72,24 @@ def report(out):
         ratio = ing["tokens_per_s"] / raw_tps if raw_tps else None
         b = r["batch"]
         idle = r["idle"]
-        vs_alone = idle["p50_ms"] / alone_p50 if alone_p50 else None
+        vs_alone = ("" if not alone else " (1.00x)" if r is alone else
+                    compared(idle["ms"], alone["idle"]["ms"]))
         ld = r["loaded"]
         bound = idle["p50_ms"] + ld["longest_pass_ms"]
         least = ld.get("least_versions_per_neighbour")
         fl = r["flash"]
         ll = r.get("llama")
-        llama_cell = (f"{fmt(ll['aoi_mean_ms'])} / {fmt(ll['llama_mean_ms'])} ({fmt(ll['speedup'], 1)}x)"
-                      if ll else "-")
+        llama_cell = (f"{fmt(ll['aoi_mean_ms'])} / {fmt(ll['llama_mean_ms'])}"
+                      f"{compared(ll.get('llama_ms'), ll.get('aoi_ms'), ll['speedup'], benchlib.mean)}" if ll else "-")
         lines.append(
             f"| {n} | {fmt(ing['tokens_per_s'])} ({fmt(ratio, 2)}x) "
-            f"| {fmt(b['at_once_ms'])} / {fmt(b['in_a_row_ms'])} ({fmt(b['speedup'], 2)}x) "
-            f"| {fmt(idle['p50_ms'])} ({fmt(vs_alone, 2)}x) "
+            f"| {fmt(b['at_once_ms'])} / {fmt(b['in_a_row_ms'])}"
+            f"{compared(b.get('in_a_row_runs_ms'), b.get('at_once_runs_ms'), b['speedup'])} "
+            f"| {fmt(idle['p50_ms'])}{vs_alone} "
             f"| {fmt(ld['p50_ms'])} / {fmt(ld['p99_ms'])} ({fmt(bound)}) "
             f"| {'-' if least is None else least} ({fmt(ld['passes'])}) "
-            f"| {fmt(fl['together_ms'])} / {fmt(fl['separately_ms'])} ({fmt(fl['speedup'], 2)}x) "
+            f"| {fmt(fl['together_ms'])} / {fmt(fl['separately_ms'])}"
+            f"{compared(fl.get('separately_runs_ms'), fl.get('together_runs_ms'), fl['speedup'])} "
             f"| {llama_cell} |")
 
     # The targets, as the issue states them, against the figures above.

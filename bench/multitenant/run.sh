@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The multi-tenant benchmark in one command: for each N, a fresh aoi server and a fresh llama-server -np N
-# (prompt cache on) on the same model, threads, batch and flash-attention setting; the client
-# (multitenant_bench.cpp) times one system at a time. Raw prefill (llama-bench) at the sessions' mean depth
-# gives the reference for aggregate ingestion. report.py turns the outputs into the table.
+# (prompt cache on, host-memory prompt cache off: --cache-ram 0) on the same model, with the same engine
+# settings pinned on both (threads for decode and prefill, batch and micro-batch, KV cache type, flash
+# attention), as bench/streaming/run.sh pins them; the client (multitenant_bench.cpp) times one system at a
+# time. Raw prefill (llama-bench) at the sessions' mean depth gives the reference for aggregate ingestion.
+# report.py turns the outputs into the table, naming this command as typed and the commit.
 #
 #   bench/multitenant/run.sh [--preset quick|cpu] [--model PATH] [--threads N] [--sessions 1,2,4,8,16]
 #                            [--tokens N] [--per BARS] [--flash-attn on|off] [--out DIR] [--no-llama] [--skip-build]
@@ -16,6 +18,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 # shellcheck source=../lib.sh
 . bench/lib.sh
+command=$(bench_command bench/multitenant/run.sh "$@")
+commit=$(bench_commit)
 
 preset=cpu model="" threads=$(nproc) out="" skip_build=0 llama=1 fa=off sessions="" tokens="" per_arg=""
 while [ $# -gt 0 ]; do
@@ -46,7 +50,8 @@ per=${per_arg:-$per}
 sessions=${sessions:-$default_sessions}
 tokens=${tokens:-$default_tokens}
 out=${out:-bench-out/multitenant-$preset}
-batch=512
+# The same engine settings on both servers, pinned rather than left to each server's defaults.
+batch=512 kv_type=f16
 
 if [ "$skip_build" = 0 ]; then
   bench_build llama-server llama-bench aoi-bench-multitenant
@@ -57,19 +62,29 @@ rm -f "$out"/results-*.json
 
 round256() { echo $(( ($1 + 255) / 256 * 256 )); }
 
-commit=$(bench_commit)
+# What both servers are given besides their model, ports and sizes (printed in the report's header).
+# --cache-ram 0: llama-server's host-memory prompt cache off, as in the streaming benchmark (a slot keeps its
+# own last prompt: its prompt cache stays on).
+aoi_engine=(--threads "$threads" --batch-size "$batch" --ubatch-size "$batch" --cache-type-k "$kv_type"
+            --cache-type-v "$kv_type" --flash-attn "$fa")
+llama_engine=(-t "$threads" -tb "$threads" -b "$batch" -ub "$batch" -ctk "$kv_type" -ctv "$kv_type" -fa "$fa"
+              --cache-ram 0)
 cat >"$out/settings.json" <<JSON
-{"preset": "$preset", "model": "$model", "threads": $threads, "batch": $batch, "flash_attn": "$fa",
- "kv_type": "f16", "tokens": $tokens, "answer_tokens": $answer, "questions": $questions,
- "iterations": $iterations, "bars_per_iteration": $per, "backlog_bars": $backlog, "commit": "$commit"}
+{"preset": "$preset", "model": $(json_string "$model"), "threads": $threads, "batch": $batch, "flash_attn": "$fa",
+ "kv_type": "$kv_type", "tokens": $tokens, "answer_tokens": $answer, "questions": $questions,
+ "iterations": $iterations, "bars_per_iteration": $per, "backlog_bars": $backlog, "commit": "$commit",
+ "command": $(json_string "$command"), "aoi_engine_args": $(json_string "${aoi_engine[*]}"),
+ "llama_engine_args": $(json_string "${llama_engine[*]}"), "llama": $([ "$llama" = 1 ] && echo true || echo false)}
 JSON
-echo "== multi-tenant benchmark, preset $preset: $model, $threads threads, batch $batch, flash attention $fa," \
-     "sessions of $tokens tokens, N = $sessions; output in $out"
+echo "== multi-tenant benchmark: $command"
+echo "== $model, N = $sessions, sessions of $tokens tokens; output in $out"
+echo "== aoi serve ${aoi_engine[*]}; llama-server ${llama_engine[*]}"
 
-# llama.cpp's prefill at the sessions' mean depth during ingestion, same batch, threads and flash attention.
+# llama.cpp's prefill at the sessions' mean depth during ingestion, same batch, threads, KV cache type and
+# flash attention.
 fa_flag=0; [ "$fa" = on ] && fa_flag=1
-build/bin/llama-bench -m "$model" -t "$threads" -b "$batch" -ub "$batch" -fa "$fa_flag" -p "$batch" -n 0 \
-  -d $((tokens / 2)) -r 3 -o json >"$out/llama-bench.json" 2>"$out/llama-bench.log"
+build/bin/llama-bench -m "$model" -t "$threads" -b "$batch" -ub "$batch" -ctk "$kv_type" -ctv "$kv_type" \
+  -fa "$fa_flag" -p "$batch" -n 0 -d $((tokens / 2)) -r 3 -o json >"$out/llama-bench.json" 2>"$out/llama-bench.log"
 
 IFS=, read -r -a ns <<<"$sessions"
 for n in "${ns[@]}"; do
@@ -79,8 +94,8 @@ for n in "${ns[@]}"; do
   seqs=$(( n + 2 ))
   cells=$(( seqs * $(round256 $(( window + 1024 ))) ))
   port=$(free_port)
-  build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-size "$cells" --batch-size "$batch" \
-    --max-sessions "$n" --pool-slots 1 --spare-seqs 1 --flash-attn "$fa" --memory-only >"$out/aoi-$n.log" 2>&1 &
+  build/tools/aoi serve -m "$model" --port "$port" --ctx-size "$cells" --max-sessions "$n" --pool-slots 1 \
+    --spare-seqs 1 --memory-only "${aoi_engine[@]}" >"$out/aoi-$n.log" 2>&1 &
   pids+=($!)
   wait_ready "http://127.0.0.1:$port" "$out/aoi-$n.log"
   aoi_url="http://127.0.0.1:$port"
@@ -88,8 +103,8 @@ for n in "${ns[@]}"; do
   if [ "$llama" = 1 ]; then
     lport=$(free_port)
     slot=$(round256 $(( tokens + (iterations + 2) * per * 70 + 1024 )))
-    build/bin/llama-server -m "$model" --port "$lport" -t "$threads" -c $(( n * slot )) -np "$n" -b "$batch" \
-      -ub "$batch" -fa "$fa" >"$out/llama-server-$n.log" 2>&1 &
+    build/bin/llama-server -m "$model" --port "$lport" -c $(( n * slot )) -np "$n" "${llama_engine[@]}" \
+      >"$out/llama-server-$n.log" 2>&1 &
     pids+=($!)
     wait_ready "http://127.0.0.1:$lport" "$out/llama-server-$n.log"
     llama_args=(--llama "http://127.0.0.1:$lport")

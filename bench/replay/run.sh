@@ -14,21 +14,23 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 # shellcheck source=../lib.sh
 . bench/lib.sh
+# The command as typed and the commit, taken before the build (the tree the binaries come from).
+command=$(bench_command bench/replay/run.sh "$@")
+commit=$(bench_commit)
 
 model=models/smollm2-135m-q8_0.gguf out=bench-out/replay.md skip_build=0
-args=() shown=()
+args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    -m|--model) model=$2; shown+=("$1" "$2"); shift 2 ;;
+    -m|--model) model=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
-    *) args+=("$1"); shown+=("$1"); shift ;;
+    *) args+=("$1"); shift ;;
   esac
 done
 
 if [ "$skip_build" = 0 ]; then bench_build aoi aoi-gen-model; fi
 bench_model "$model"
 mkdir -p "$(dirname "$out")"
-command="bench/replay/run.sh$(quote_args "${shown[@]}")"
-build/tools/aoi replay -m "$model" --commit "$(bench_commit)" --command "$command" --markdown "$out" "${args[@]}"
+build/tools/aoi replay -m "$model" --commit "$commit" --command "$command" --markdown "$out" "${args[@]}"
 echo "== wrote $out; bench/update_docs.py replay $out puts it into docs/benchmarks.md"

@@ -10,6 +10,11 @@ import json
 import os
 import sys
 
+# bench/benchlib.py: what the benchmark scripts share (no bytecode left beside it in the tree).
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402
+
 AOI, LLAMA = "aoi", "llama-server"
 
 
@@ -24,10 +29,6 @@ def fmt(x, digits=0):
 
 def ratio(a, b):
     return a / b if a is not None and b else None
-
-
-def fmt_ratio(x, digits=2):
-    return "-" if x is None else f"{x:.{digits}f}x"
 
 
 def med(values):
@@ -62,7 +63,7 @@ def load_note(s):
 
 
 def header(s):
-    lines = [f"Measured at commit `{s['commit']}`: `bench/stateless/run.sh --preset {s['preset']}`.",
+    lines = [benchlib.measured_of(s, "bench/stateless/run.sh"),
              "",
              f"Model {os.path.basename(s['model'])}; the copy scenario's: {os.path.basename(s['copy_model'])}"
              + (f" ({s['copy_note']})" if s.get("copy_note") else "") + ". "
@@ -71,7 +72,7 @@ def header(s):
              f"`-np {s['slots']}`, `-c {s['slots'] * s['cells_per_slot']}`, a slot each, no unified KV cache). "
              f"Every request greedy (temperature 0), streamed with its usage, `cache_prompt` at its default; "
              f"a fresh server per system and scenario, one running at a time, warm-up requests of their own first; "
-             f"{s['repeats']} timed runs of each measurement, the median kept." + load_note(s),
+             f"{s['repeats']} timed runs of each measurement, the median kept. {benchlib.NOISE_RULE}" + load_note(s),
              ""]
     has = s.get("aoi_has", {})
     missing = ", ".join(f"`{f}`" for f, ok in has.items() if not ok)
@@ -105,19 +106,29 @@ def multiturn(s, r):
              "| llama-server first token ms | llama-server cached | aoi / llama-server |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
-    def col(d, t, key):
-        return med([rep["turns"][t][key] for rep in d["repeats"]]) if d else None
+    def runs(d, t, key):
+        return [rep["turns"][t][key] for rep in d["repeats"]] if d else []
 
-    met, ratios = 0, []
+    def col(d, t, key):
+        return med(runs(d, t, key))
+
+    lower = equal = higher = 0
+    ratios = []
     for t in range(turns):
         am, lm = col(a, t, "ms"), col(l, t, "ms")
         rt = ratio(am, lm)
         if rt is not None:
             ratios.append(rt)
-            met += rt <= 1.0
+            if benchlib.within_noise(runs(a, t, "ms"), runs(l, t, "ms")):
+                equal += 1
+            elif rt <= 1.0:
+                lower += 1
+            else:
+                higher += 1
+        shown = benchlib.ratio_text(runs(a, t, "ms"), runs(l, t, "ms")) if rt is not None else "-"
         lines.append(f"| {t + 1} | {fmt(col(some, t, 'prompt_tokens'))} | {fmt(am)} | {fmt(col(a, t, 'ttft_ms'))} "
                      f"| {fmt(col(a, t, 'cached_tokens'))} | {fmt(lm)} | {fmt(col(l, t, 'ttft_ms'))} "
-                     f"| {fmt(col(l, t, 'cached_tokens'))} | {fmt_ratio(rt)} |")
+                     f"| {fmt(col(l, t, 'cached_tokens'))} | {shown} |")
     if a and l:
         same = total = 0
         for ra, rl in zip(a["repeats"], l["repeats"]):
@@ -131,9 +142,9 @@ def multiturn(s, r):
     checks = {}
     if ratios:
         mean = sum(ratios) / len(ratios)
-        checks["multiturn"] = ("multi-turn: per-turn latency <= llama-server's", met == len(ratios),
-                               f"{met}/{len(ratios)} turns; aoi / llama-server {min(ratios):.2f}x to "
-                               f"{max(ratios):.2f}x, mean {mean:.2f}x")
+        checks["multiturn"] = ("multi-turn: per-turn latency <= llama-server's", higher == 0,
+                               f"of {len(ratios)} turns {lower} lower, {equal} equal within noise, {higher} higher; "
+                               f"aoi / llama-server {min(ratios):.2f}x to {max(ratios):.2f}x, mean {mean:.2f}x")
     lines.append("")
     return lines, checks
 
@@ -153,10 +164,11 @@ def shared(s, r):
              "| llama-server requests/s | aoi p50 / p99 ms | llama-server p50 / p99 ms | cached aoi / llama-server |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
+    def runs(d, phase, key):
+        return [rep[phase][key] for rep in d["repeats"] if rep.get(phase)] if d else []
+
     def m(d, phase, key):
-        if not d:
-            return None
-        return med([rep[phase][key] for rep in d["repeats"] if rep.get(phase)])
+        return med(runs(d, phase, key))
 
     def cached(d, phase):
         if not d:
@@ -172,7 +184,8 @@ def shared(s, r):
             continue
         at, lt = m(a, phase, "tokens_per_s"), m(l, phase, "tokens_per_s")
         lines.append(f"| {names[phase]} | {fmt(m(some, phase, 'requests'))} | {fmt(at, 1)} | {fmt(lt, 1)} "
-                     f"| {fmt_ratio(ratio(at, lt))} | {fmt(m(a, phase, 'requests_per_s'), 2)} "
+                     f"| {benchlib.ratio_text(runs(a, phase, 'tokens_per_s'), runs(l, phase, 'tokens_per_s'))} "
+                     f"| {fmt(m(a, phase, 'requests_per_s'), 2)} "
                      f"| {fmt(m(l, phase, 'requests_per_s'), 2)} "
                      f"| {fmt(m(a, phase, 'p50_ms'))} / {fmt(m(a, phase, 'p99_ms'))} "
                      f"| {fmt(m(l, phase, 'p50_ms'))} / {fmt(m(l, phase, 'p99_ms'))} | {cached(a, phase)} / "
@@ -200,8 +213,11 @@ def copy(s, r):
              "| with / without drafting |",
              "|---:|---|---|---:|---:|---:|---:|---:|"]
 
+    def runs(d, key):
+        return [rep[key] for rep in d["repeats"]] if d else []
+
     def m(d, key):
-        return med([rep[key] for rep in d["repeats"]]) if d else None
+        return med(runs(d, key))
 
     def acc(d):
         if not d:
@@ -212,6 +228,7 @@ def copy(s, r):
             return "no counter"
         return f"{a:.0f} / {n:.0f} ({100 * a / n:.0f}%)" if n else "0 drafted"
 
+    # (clients, system) -> the runs' tokens/s without drafting and with it
     checks, tps = {}, {}
     for n in sorted({int(k[2].split("-")[0][1:]) for k in rows}):
         for system in (AOI, LLAMA):
@@ -219,8 +236,7 @@ def copy(s, r):
             on = rows.get(("copy", system, f"x{n}-draft"))
             if not off and not on:
                 continue
-            off_t, on_t = m(off, "tokens_per_s"), m(on, "tokens_per_s")
-            tps[(n, system)] = (off_t, on_t)
+            tps[(n, system)] = (runs(off, "tokens_per_s"), runs(on, "tokens_per_s"))
             for label, d in (("off", off), ("on", on)):
                 if d is None:
                     lines.append(f"| {n} | {system} | {label} | n/a | | | | |")
@@ -228,17 +244,18 @@ def copy(s, r):
                 copied = sum(rep["copied"] for rep in d["repeats"])
                 total = sum(rep["requests"] for rep in d["repeats"])
                 fid = med([rep["fidelity_mean"] for rep in d["repeats"]])
+                off_runs, on_runs = tps[(n, system)]
                 lines.append(f"| {n} | {system} | {label} | {fmt(m(d, 'tokens_per_s'), 1)} "
                              f"| {fmt(m(d, 'decode_tps_p50'), 1)} | {acc(d) if label == 'on' else '-'} "
                              f"| {copied}/{total} ({fmt(fid, 2)}) "
-                             f"| {fmt_ratio(ratio(on_t, off_t)) if label == 'on' else ''} |")
+                             f"| {benchlib.ratio_text(on_runs, off_runs) if label == 'on' else ''} |")
         if (n, AOI) in tps and (n, LLAMA) in tps:
             (ao, an), (lo, ln) = tps[(n, AOI)], tps[(n, LLAMA)]
-            lines.append(f"| {n} | aoi / llama-server | | without {fmt_ratio(ratio(ao, lo))}, with "
-                         f"{fmt_ratio(ratio(an, ln))} | | | | |")
+            lines.append(f"| {n} | aoi / llama-server | | without {benchlib.ratio_text(ao, lo)}, with "
+                         f"{benchlib.ratio_text(an, ln)} | | | | |")
     lines.append("")
     if (1, AOI) in tps:
-        off_t, on_t = tps[(1, AOI)]
+        off_t, on_t = (med(x) for x in tps[(1, AOI)])
         rt = ratio(on_t, off_t)
         checks["copy1"] = ("copy-heavy, 1 client: aoi's tokens/s with drafting >= 1.5x without",
                            None if rt is None else rt >= 1.5,
@@ -246,11 +263,14 @@ def copy(s, r):
                            f"{rt:.2f}x ({on_t:.1f} against {off_t:.1f} tokens/s)")
     big = max((n for n, sysname in tps if sysname == AOI and n > 1), default=None)
     if big:
-        off_t, on_t = tps[(big, AOI)]
+        off_runs, on_runs = tps[(big, AOI)]
+        off_t, on_t = med(off_runs), med(on_runs)
         rt = ratio(on_t, off_t)
+        noise = rt is not None and benchlib.within_noise(on_runs, off_runs)
         checks["copy8"] = (f"copy-heavy, {big} clients: aoi with drafting never slower than without",
-                           None if rt is None else rt >= 1.0,
+                           None if rt is None else rt >= 1.0 or noise,
                            "aoi has no drafting to turn on" if rt is None else
+                           f"{benchlib.EQUAL}: {on_t:.1f} against {off_t:.1f} tokens/s" if noise else
                            f"{rt:.2f}x ({on_t:.1f} against {off_t:.1f} tokens/s)")
     return lines, checks
 
@@ -259,11 +279,11 @@ def response_cache(s, r):
     a = r.get(("response-cache", AOI, ""))
     if not a:
         return []
-    first = med([rep["first_ms"] for rep in a["repeats"]])
-    again = med([rep["repeat_ms"] for rep in a["repeats"]])
+    first_runs = [rep["first_ms"] for rep in a["repeats"]]
+    again_runs = [rep["repeat_ms"] for rep in a["repeats"]]
+    first, again = med(first_runs), med(again_runs)
     same = sum(rep["same_text"] for rep in a["repeats"])
-    rt = ratio(first, again)
-    speed = "-" if rt is None else f"{rt:.1f}x faster" if rt >= 1 else f"{1 / rt:.1f}x slower"
+    speed = benchlib.faster_text(again_runs, first_runs)
     return ["#### Response cache (aoi)", "",
             f"The same request twice ({a['max_tokens']} answer tokens, not streamed): first {fmt(first, 1)} ms, "
             f"the repeat {fmt(again, 2)} ms ({speed}); the same answer in {same}/{len(a['repeats'])} runs.", ""]

@@ -13,8 +13,8 @@
 #   response-cache  aoi only: the same request twice (the repeat is answered from aoi's response cache)
 # Every scenario gets a fresh server per system, one system runs at a time (the other is stopped), every
 # server answers warm-up requests of their own first, and every measurement is repeated (the median kept).
-# report.py turns the raw results into summary.md (the tables, the targets, the commit), which
-# `bench/update_docs.py stateless OUT/summary.md` puts into docs/benchmarks.md.
+# report.py turns the raw results into summary.md (the tables, the targets, the commit and this command as
+# typed), which `bench/update_docs.py stateless OUT/summary.md` puts into docs/benchmarks.md.
 #
 #   bench/stateless/run.sh [--preset quick|cpu] [--model PATH] [--copy-model PATH] [--threads N] [--out DIR]
 #                          [--scenarios LIST] [--repeats N] [--slots N] [--aoi-args ARGS] [--llama-args ARGS]
@@ -33,6 +33,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 # shellcheck source=../lib.sh
 . bench/lib.sh
+command=$(bench_command bench/stateless/run.sh "$@")
+commit=$(bench_commit)
 
 preset=quick model="" copy_model="" threads="" out="" skip_build=0 llama=1 repeats="" slots=8
 scenarios=multiturn,shared,copy,response-cache aoi_extra="" llama_extra=""
@@ -120,20 +122,19 @@ read -r -a aoi_more <<<"$aoi_extra"
 read -r -a llama_more <<<"$llama_extra"
 read -r -a llama_spec_args <<<"$llama_spec"
 
-commit=$(bench_commit)
 llama_version=$(build/bin/llama-server --version 2>&1 | grep -m1 -i version || echo unknown)
 settings="$threads threads (decode and prefill), batch $batch, ubatch $batch, KV cache $kv_type, flash attention $fa"
 settings+=", CPU"
 has_json() { has_flag "$1" && echo True || echo False; }
 # settings.json: what report.py names in the summary (values through the environment: no quoting to get wrong).
-S_PRESET=$preset S_COMMIT=$commit S_MODEL=$model S_COPY_MODEL=$copy_model S_COPY_NOTE=$copy_note \
+S_PRESET=$preset S_COMMIT=$commit S_COMMAND=$command S_MODEL=$model S_COPY_MODEL=$copy_model S_COPY_NOTE=$copy_note \
 S_SETTINGS=$settings S_AOI_ARGS="serve ${aoi_base[*]} $aoi_extra" S_DRAFT_ON="${draft_on[*]}" \
 S_DRAFT_OFF="${draft_off[*]}" S_LLAMA_ARGS="${llama_base[*]} $llama_extra" S_LLAMA_SPEC=$llama_spec \
 S_LLAMA_VERSION=$llama_version S_LOAD=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "") \
 python3 - "$out/settings.json" <<PY
 import json, os, sys
 e = os.environ
-json.dump({"preset": e["S_PRESET"], "commit": e["S_COMMIT"], "model": e["S_MODEL"],
+json.dump({"preset": e["S_PRESET"], "commit": e["S_COMMIT"], "command": e["S_COMMAND"], "model": e["S_MODEL"],
            "copy_model": e["S_COPY_MODEL"], "copy_note": e["S_COPY_NOTE"], "settings": e["S_SETTINGS"],
            "threads": $threads, "slots": $slots, "cells_per_slot": $cells, "clients": $clients, "repeats": $runs,
            "turns": $turns, "multiturn_max_tokens": $mt_tokens, "shared_max_tokens": $sh_tokens,
@@ -148,7 +149,8 @@ json.dump({"preset": e["S_PRESET"], "commit": e["S_COMMIT"], "model": e["S_MODEL
           open(sys.argv[1], "w"), indent=1)
 PY
 
-echo "== stateless benchmark, preset $preset: $model (copy scenario: $copy_model), output in $out"
+echo "== stateless benchmark: $command"
+echo "== preset $preset: $model (copy scenario: $copy_model), output in $out"
 echo "== engine settings, both servers: $settings; $slots slots of $cells cells"
 echo "== aoi serve ${aoi_base[*]} ${aoi_extra} (drafting on: ${draft_on[*]:-its default}; off: ${draft_off[*]:-n/a})"
 echo "== llama-server ${llama_base[*]} ${llama_extra} (--cache-ram at its default; drafting on: $llama_spec)"

@@ -2,18 +2,22 @@
 # The streaming benchmark in one command: aoi (stateful), aoi (naive, recompute per question) and llama.cpp's
 # llama-server (prompt cache on, one slot; with and without --cache-reuse) on the same model, threads, batch
 # sizes, KV cache type and flash-attention setting (printed), fed the same bars; an append-only scenario and a
-# sliding-window one timed as the paper does (the bars ingested before the question), and an append-only one
-# timed from the push of the bars to the answer. Every system answers a warm-up question first, one system is
-# timed at a time while the others are idle, each question is timed three times (the median kept). Tables on
-# stdout; CSV, JSON and PNG plots in the output folder; summary.md (the summary tables, with the commit) for
-# docs/benchmarks.md through bench/update_docs.py.
+# sliding-window one timed as the paper does (the bars ingested before the question; aoi's ingestion of them
+# timed on its own, beside llama-server's prefill inside its question), and an append-only one and a
+# sliding-window one timed from the push of the bars to the answer. Every system answers a warm-up question
+# first, one system is timed at a time while the others are idle, each question is timed three times (the
+# median kept). Tables on stdout; CSV, JSON and PNG plots in the output folder; summary.md (the summary tables,
+# with the commit and this command as typed) for docs/benchmarks.md through bench/update_docs.py.
 #
 #   bench/streaming/run.sh [--preset quick|cpu|paper] [--model PATH] [--threads N] [--out DIR]
-#                          [--other NAME=URL] [--naive-every N] [--repeats N] [--gpu] [--skip-build]
-#                          [--scenarios LIST]
+#                          [--other NAME=URL] [--naive-every N] [--repeats N] [--evict-fraction F] [--gpu]
+#                          [--skip-build] [--scenarios LIST]
 #
-#   --gpu        all layers on the GPU in aoi and llama-server (build with -DAOI_CUDA=ON first)
-#   --scenarios  some of append-only,sliding-window,data-to-answer (default: all three); summary.md has those
+#   --gpu             all layers on the GPU in aoi and llama-server (build with -DAOI_CUDA=ON first)
+#   --evict-fraction  the share of the window aoi's recompute eviction removes when the window is full
+#                     (default 0.25, the server's default: a rebuild every quarter of a window of new bars)
+#   --scenarios       some of append-only,sliding-window,data-to-answer,data-to-answer-window (default: all
+#                     four); summary.md has those
 #
 #   quick  a tiny generated model, short streams, one run per question (CI smoke test: completes, aoi agrees
 #          with naive)
@@ -24,9 +28,12 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 # shellcheck source=../lib.sh
 . bench/lib.sh
+# The command as typed and the commit, taken before the build (the tree the binaries come from).
+command=$(bench_command bench/streaming/run.sh "$@")
+commit=$(bench_commit)
 
 preset=quick model="" threads=$(nproc) out="" other="" naive_every="" repeats="" skip_build=0 gpu=0
-scenarios=append-only,sliding-window,data-to-answer
+evict_fraction=0.25 scenarios=append-only,sliding-window,data-to-answer,data-to-answer-window
 while [ $# -gt 0 ]; do
   case "$1" in
     --preset) preset=$2; shift 2 ;;
@@ -36,6 +43,7 @@ while [ $# -gt 0 ]; do
     --other) other=$2; shift 2 ;;
     --naive-every) naive_every=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
+    --evict-fraction) evict_fraction=$2; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
     --gpu) gpu=1; shift ;;
     --scenarios) scenarios=$2; shift 2 ;;
@@ -98,7 +106,8 @@ start_llama() {  # name [extra args]
   url="http://127.0.0.1:$port"
 }
 
-echo "== streaming benchmark, preset $preset: $model, output in $out"
+echo "== streaming benchmark: $command"
+echo "== preset $preset: $model, output in $out"
 echo "== engine settings, every server: $settings"
 # Sessions hold ctx tokens of bars, the system text and a question.
 start_aoi aoi $((ctx + 1024)); aoi_url=$url
@@ -117,9 +126,13 @@ labels=()
 for label in ${scenarios//,/ }; do
   case "$label" in
     append-only) extra=() ;;
-    sliding-window) extra=(--window "$window" --system "aoi-shift=aoi-shift:$shift_url") ;;
+    sliding-window) extra=(--window "$window" --evict-fraction "$evict_fraction"
+                           --system "aoi-shift=aoi-shift:$shift_url") ;;
     data-to-answer) extra=(--timing data-to-answer) ;;
-    *) echo "unknown scenario $label (append-only, sliding-window, data-to-answer)" >&2; exit 2 ;;
+    data-to-answer-window) extra=(--timing data-to-answer --window "$window" --evict-fraction "$evict_fraction"
+                                  --system "aoi-shift=aoi-shift:$shift_url") ;;
+    *) echo "unknown scenario $label (append-only, sliding-window, data-to-answer, data-to-answer-window)" >&2
+       exit 2 ;;
   esac
   labels+=("$label")
   build/bench/aoi-bench-streaming --label "$label" "${common[@]}" "${systems[@]}" "${extra[@]}" |
@@ -127,12 +140,27 @@ for label in ${scenarios//,/ }; do
   echo
 done
 
-# The summary tables for the docs, naming the commit and the settings.
+# The summary tables for the docs, naming the commit (taken when the run started), the command as typed and the
+# settings.
 {
-  echo "Measured at commit \`$(bench_commit)\`: \`bench/streaming/run.sh --preset $preset\` ($initial bars, then" \
-    "$iterations x $per bars; window $window bars; aoi-naive on one question in $every and the last)."
+  echo "Measured at commit \`$commit\`: \`$command\`"
+  echo
+  echo "Preset $preset: $initial bars, then $iterations x $per bars; window $window bars, aoi's recompute eviction" \
+    "taking it down to $(python3 -c "import math; print(math.floor($window * (1 - $evict_fraction)))") bars when" \
+    "full (evict_fraction $evict_fraction; aoi-shift evicts one bar per bar, so its window holds more bars than" \
+    "aoi's); aoi-naive on one question in $every and the last."
   echo "Engine settings, every server: $settings. llama-server: one slot, its prompt cache on, its host-memory" \
     "prompt cache off (--cache-ram 0). Timed runs per question: $runs (the median kept; data-to-answer: 1)."
+  echo
+  echo "Ingestion: each aoi session's time from the push of an iteration's bars to their ingestion (rebuilds" \
+    "included), timed one session at a time before the question and not part of its timing; in the" \
+    "data-to-answer scenarios it is inside the timing. Prefill: llama-server's own prompt-processing time" \
+    "(timings.prompt_ms) inside its question's timing, and the prompt tokens it did not find cached."
+  echo
+  echo "A speedup is given only where the two systems differ by more than their noise: where their timings'" \
+    "ranges over the repeats overlap (or their means differ by less than the wider range), or where the" \
+    "per-question ratios fall on both sides of 1 (their middle half spans 1: no consistent difference), it" \
+    "reads \"equal (within noise)\"; \"(one run)\" marks a single question timed once."
   for label in "${labels[@]}"; do
     echo
     echo "#### $label"

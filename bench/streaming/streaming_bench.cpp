@@ -5,17 +5,25 @@
 // each question is timed --repeats times (llama-server's cache put back to the previous prompt before each)
 // and the median kept; speedups compare the systems on the iterations both answered.
 // Two ways to time (--timing):
-//   question        the paper's: the bars are ingested before the question (aoi's head start is the point)
+//   question        the paper's: the bars are ingested before the question (aoi's head start is the point).
+//                   What that head start costs is timed too, untimed by the question: each aoi session's
+//                   ingestion of an iteration's bars (push to ingested, rebuilds included), one session at a
+//                   time, reported beside llama-server's prefill inside its question (its own timings).
 //   data-to-answer  the question is asked the moment the bars are pushed (aoi: min_seq), timed from the push;
 //                   the data arrive once, so each is timed once (no repeats)
+// With --window, aoi's retention keeps the latest N bars, and recompute eviction goes down to (1 -
+// --evict-fraction) of them when the window is full (the server's default 0.25: a quarter of the window gone
+// before the next rebuild); shift eviction evicts one bar per bar.
 // Systems (--system NAME=KIND:URL[@EVERY], repeatable; EVERY: measure every n-th iteration and the last):
 //   aoi        an aoi session (stateful); the reference: its context is what the others are sent
 //   aoi-shift  an aoi session with shift eviction (the paper's O(1) eviction; may drift from a recompute)
 //   aoi-naive  an aoi session in naive mode (recompute on every question)
 //   llama      llama-server's /completion, sent the reference's exact prompt tokens, cache_prompt on
 //   openai     any OpenAI-compatible /v1/chat/completions, sent the prompt as text
-// Writes results.csv, results.json, plot.dat and latency.png (gnuplot) into --out. Prints; never asserts
-// timings. Exit status 3 when --require-agreement is given and aoi and aoi-naive answered differently.
+// A speedup is printed only where the two systems differ by more than their noise (else "equal (within
+// noise)"; see equal_within_noise). Writes LABEL.csv, LABEL.json, LABEL.summary.md, LABEL.dat and LABEL.png
+// (gnuplot) into --out; prints, headed by the commit and this command line as typed; never asserts timings.
+// Exit status 3 when --require-agreement is given and aoi and aoi-naive answered differently.
 #include <CLI/CLI.hpp>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +45,7 @@
 #include "aoi/workload/questions.h"
 #include "bench_client.h"
 #include "http_client.h"
+#include "provenance.h"
 
 namespace {
 
@@ -58,6 +67,9 @@ struct System {
 struct Measurement {
   int iteration = 0;
   std::vector<double> runs_ms;  // each timed run; ms is their median
+  double background_ms = -1;    // aoi, question timing: the iteration's bars pushed to ingested (-1: none)
+  double prefill_ms = -1;       // llama-server: its prompt processing in the question (median of the runs)
+  int prefill_tokens = -1;      // llama-server: the prompt tokens it processed (not found in its cache)
   int bars = 0;
   int context_tokens = 0;
   std::string question_type;
@@ -88,6 +100,60 @@ json call(System& s, const std::string& method, const std::string& target, const
   return res->body.empty() ? json() : json::parse(res->body);
 }
 
+// What one request gave back.
+struct Reply {
+  std::string answer;
+  std::uint64_t data_version = 0;  // aoi
+  double prefill_ms = -1;          // llama-server's timings.prompt_ms
+  int prefill_tokens = -1;         // llama-server's timings.prompt_n
+};
+
+// The spread of a system's timings against the reference's on the same questions, and whether the two are
+// equal within their noise: either the runs' ranges overlap (per question the fastest and the slowest run,
+// averaged over the questions; or the means differ by less than the wider range), or the per-question ratios
+// have no consistent sign (their middle half, 25th to 75th percentile, spans 1). The first needs repeats; the
+// second covers questions timed once (data-to-answer), where run-to-run noise shows as ratios on both sides
+// of 1 from one question to the next.
+bool equal_within_noise(const std::vector<const Measurement*>& a, const std::vector<const Measurement*>& b) {
+  if (a.empty() || a.size() != b.size()) return false;
+  double a_lo = 0, a_hi = 0, b_lo = 0, b_hi = 0, a_sum = 0, b_sum = 0;  // sums over the questions
+  bool repeated = false;
+  std::vector<double> ratios;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto& ra = a[i]->runs_ms;
+    const auto& rb = b[i]->runs_ms;
+    a_lo += *std::min_element(ra.begin(), ra.end());
+    a_hi += *std::max_element(ra.begin(), ra.end());
+    b_lo += *std::min_element(rb.begin(), rb.end());
+    b_hi += *std::max_element(rb.begin(), rb.end());
+    a_sum += a[i]->ms;
+    b_sum += b[i]->ms;
+    repeated = repeated || ra.size() > 1 || rb.size() > 1;
+    if (b[i]->ms > 0) ratios.push_back(a[i]->ms / b[i]->ms);
+  }
+  if (repeated) {
+    const bool overlap = a_lo <= b_hi && b_lo <= a_hi;
+    if (overlap || std::abs(a_sum - b_sum) < std::max(a_hi - a_lo, b_hi - b_lo)) return true;
+  }
+  return ratios.size() >= 4 && percentile(ratios, 0.25) <= 1.0 && percentile(ratios, 0.75) >= 1.0;
+}
+
+// A speedup as the summary prints it: "7.6x", "equal (within noise)", or marked "(one run)" when a single
+// question timed once has no known noise.
+std::string speedup_text(double ratio, bool equal, bool one_run) {
+  if (equal) return "equal (within noise)";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.1fx%s", ratio, one_run ? " (one run)" : "");
+  return buf;
+}
+
+std::string ms_or_dash(double ms) {
+  if (ms < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", ms);
+  return buf;
+}
+
 std::string one_line(std::string s, size_t max = 18) {
   for (auto& c : s) {
     if (c == '\n' || c == '|' || c == '\r') c = ' ';
@@ -106,6 +172,7 @@ int main(int argc, char** argv) {
   std::string timing = "question";
   std::string settings;
   int initial = 100, per_iter = 55, iterations = 15, window = 0, max_tokens = 8, retention_tokens = 0, repeats = 3;
+  double evict_fraction = 0.25;
   std::uint64_t seed = 7;
   bool require_agreement = false;
   app.add_option("--system", system_specs, "NAME=KIND:URL[@EVERY] (kinds: aoi, aoi-naive, llama, openai)")->required();
@@ -120,12 +187,17 @@ int main(int argc, char** argv) {
   app.add_option("--bars-per-iteration", per_iter);
   app.add_option("--iterations", iterations);
   app.add_option("--window", window, "retain only the latest N bars (0: everything)");
+  app.add_option("--evict-fraction", evict_fraction,
+                 "with --window: the share of the window a recompute eviction removes when the window is full "
+                 "(the server's default, 0.25; 0: one bar per bar, a rebuild after every iteration)")
+      ->check(CLI::Range(0.0, 0.99));
   app.add_option("--retention-tokens", retention_tokens,
                  "aoi sessions' token window (0: the server's default); the same for every aoi system");
   app.add_option("--max-tokens", max_tokens, "answer tokens at most");
   app.add_option("--seed", seed);
   app.add_flag("--require-agreement", require_agreement, "exit 3 if aoi and aoi-naive answers differ");
   CLI11_PARSE(app, argc, argv);
+  const std::string provenance = aoi::bench::measured_line(argc, argv);
   const bool data_to_answer = timing == "data-to-answer";
   if (data_to_answer) repeats = 1;
 
@@ -172,7 +244,7 @@ int main(int argc, char** argv) {
     if (retention_tokens > 0) retention["max_tokens"] = retention_tokens;
     if (window > 0) {
       retention["max_records"] = window;
-      retention["evict_fraction"] = 0.0;
+      retention["evict_fraction"] = evict_fraction;
       retention["eviction"] = s.kind == "aoi-shift" ? "shift" : "recompute";
     }
     if (!retention.empty()) body["retention"] = retention;
@@ -180,16 +252,21 @@ int main(int argc, char** argv) {
   }
 
   aoi::workload::OhlcvGenerator gen({.seed = seed});
+  // The bars the reference holds (what a question is about): with a window, as recompute eviction keeps them
+  // (src/session/retention.cpp, by record count: when a bar finds the window full, the oldest go until the
+  // window is down to (1 - evict_fraction) of it), checked against the reference after every push.
   std::vector<Bar> visible;
+  const long window_low = static_cast<long>(std::floor(window * (1.0 - evict_fraction)));
   // New bars: the next n of the stream, as the text every aoi session is sent.
   auto next_bars = [&](int n) {
     std::string lines;
     for (int i = 0; i < n; ++i) {
+      if (window > 0 && static_cast<long>(visible.size()) + 1 > window) {
+        const long keep = std::max(0L, window_low - 1);
+        visible.erase(visible.begin(), visible.end() - std::min(keep, static_cast<long>(visible.size())));
+      }
       visible.push_back(gen.next());
       lines += aoi::workload::format_bar(visible.back()) + "\n";
-    }
-    if (window > 0 && static_cast<int>(visible.size()) > window) {
-      visible.erase(visible.begin(), visible.end() - window);
     }
     return lines;
   };
@@ -199,21 +276,38 @@ int main(int argc, char** argv) {
     if (!res || !res->ok()) die(s.name + ": push failed");
     return json::parse(res->body)["last_seq"].get<std::uint64_t>();
   };
+  // Polled every 5 ms: the ingestion times below are this precise.
   auto wait_ingested = [&](System& s) {
     for (;;) {
       const json st = call(s, "GET", "/v1/sessions/" + s.session);
       if (st["last_seq_ingested"] == st["last_seq_pushed"]) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   };
-  // Pushes to every aoi session and waits until each has ingested (nothing runs while a system is timed).
+  // With a window: the reference must hold the bars the questions are about (else a truth is computed over
+  // other bars than it saw: said on stderr, the run goes on).
+  auto check_window = [&] {
+    if (window <= 0) return;
+    const json st = call(*reference, "GET", "/v1/sessions/" + reference->session);
+    const auto held = st["regions"]["records"].get<long>();
+    if (held != static_cast<long>(visible.size())) {
+      std::fprintf(stderr, "aoi-bench-streaming: %s holds %ld bars where %zu were expected (truths may be off)\n",
+                   reference->name.c_str(), held, visible.size());
+    }
+  };
+  // Pushes to every aoi session, one at a time, each timed until it has ingested the bars (its background
+  // work: nothing else runs meanwhile, and nothing runs while a system is timed). Returns each system's ms.
   auto push_all = [&](const std::string& lines) {
+    std::map<std::string, double> ingest_ms;
     for (auto& s : systems) {
-      if (!s.session.empty()) push_to(s, lines);
+      if (s.session.empty()) continue;
+      const auto t0 = Clock::now();
+      push_to(s, lines);
+      wait_ingested(s);
+      ingest_ms[s.name] = since_ms(t0);
     }
-    for (auto& s : systems) {
-      if (!s.session.empty()) wait_ingested(s);
-    }
+    check_window();
+    return ingest_ms;
   };
   // The reference's exact prompt for a question: what llama-server is sent, and the context size.
   auto prompt_for = [&](const aoi::workload::Question& q) {
@@ -227,7 +321,7 @@ int main(int argc, char** argv) {
   };
   // One request to a system, untimed here: its answer and, for aoi, the data version it answered at.
   auto ask = [&](System& s, const aoi::workload::Question& q, const std::vector<int>& tokens, int n_predict,
-                 std::optional<std::uint64_t> min_seq) -> std::pair<std::string, std::uint64_t> {
+                 std::optional<std::uint64_t> min_seq) -> Reply {
     if (!s.session.empty()) {
       json body = {{"question", q.text}, {"max_tokens", n_predict}, {"temperature", 0}};
       if (min_seq) {
@@ -235,7 +329,7 @@ int main(int argc, char** argv) {
         body["wait_ms"] = 60000;
       }
       const json r = call(s, "POST", "/v1/sessions/" + s.session + "/query", body);
-      return {r["answer"].get<std::string>(), r["data_version"].get<std::uint64_t>()};
+      return {.answer = r["answer"].get<std::string>(), .data_version = r["data_version"].get<std::uint64_t>()};
     }
     if (s.kind == "llama") {
       const json r = call(s, "POST", "/completion",
@@ -245,7 +339,12 @@ int main(int argc, char** argv) {
                            {"top_k", 1},
                            {"cache_prompt", true},
                            {"stream", false}});
-      return {r.value("content", ""), 0};
+      Reply reply{.answer = r.value("content", "")};
+      if (const auto t = r.find("timings"); t != r.end() && t->is_object()) {
+        reply.prefill_ms = t->value("prompt_ms", -1.0);
+        reply.prefill_tokens = t->value("prompt_n", -1);
+      }
+      return reply;
     }
     std::string bars_text;
     for (const Bar& b : visible) bars_text += aoi::workload::format_bar(b) + "\n";
@@ -254,12 +353,21 @@ int main(int argc, char** argv) {
                                                    {{"role", "user"}, {"content", q.text}}})},
                          {"max_tokens", n_predict},
                          {"temperature", 0}});
-    return {r["choices"][0]["message"]["content"].get<std::string>(), 0};
+    return {.answer = r["choices"][0]["message"]["content"].get<std::string>()};
   };
 
+  std::string window_text;
+  if (window > 0) {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf),
+                  ", window %d bars (recompute eviction: down to %ld bars when full, evict_fraction %.2f; shift "
+                  "eviction: one bar per bar)",
+                  window, window_low, evict_fraction);
+    window_text = buf;
+  }
+  std::printf("%s\n\n", provenance.c_str());
   std::printf("# %s: %d initial bars, %d iterations of +%d bars%s, %d answer tokens at most; timed: %s\n\n",
-              label.c_str(), initial, iterations, per_iter,
-              window > 0 ? (", window " + std::to_string(window) + " bars").c_str() : "", max_tokens,
+              label.c_str(), initial, iterations, per_iter, window_text.c_str(), max_tokens,
               data_to_answer ? "from the push of the bars to the answer (aoi: min_seq), once per question"
                              : ("the question, after every session ingested the bars; runs per question: " +
                                 std::to_string(repeats) + " (the median kept)")
@@ -290,8 +398,9 @@ int main(int argc, char** argv) {
     const aoi::workload::Question q = aoi::workload::make_question(type, visible);
     const auto measured = [&](const System& s) { return (it - 1) % s.every == 0 || it == iterations; };
     std::vector<int> tokens;
+    std::map<std::string, double> ingest_ms;  // question timing: each aoi session's ingestion of the bars
     if (!data_to_answer) {
-      push_all(lines);
+      ingest_ms = push_all(lines);
       tokens = prompt_for(q);  // fetched before any timing
     }
     std::vector<Measurement> row;
@@ -309,12 +418,19 @@ int main(int argc, char** argv) {
         }
         const auto t0 = Clock::now();
         const std::uint64_t last_seq = push_to(s, lines);
-        std::tie(m.answer, m.data_version) = ask(s, q, {}, max_tokens, last_seq);
+        const Reply reply = ask(s, q, {}, max_tokens, last_seq);
         m.runs_ms.push_back(since_ms(t0));
+        m.answer = reply.answer;
+        m.data_version = reply.data_version;
         wait_ingested(s);  // a session whose answer came early finishes its bars before the next one is timed
-        if (&s == reference) tokens = prompt_for(q);
+        if (&s == reference) {
+          tokens = prompt_for(q);
+          check_window();
+        }
       } else {
         if (!measured(s)) continue;
+        if (const auto at = ingest_ms.find(s.name); at != ingest_ms.end()) m.background_ms = at->second;
+        std::vector<double> prefill_ms;
         for (int r = 0; r < repeats; ++r) {
           // Every run of llama-server starts from the cache the previous question left (its prompt), so that
           // the runs after the first do not find this prompt cached.
@@ -322,9 +438,14 @@ int main(int argc, char** argv) {
             (void)ask(s, q, previous_prompt, 1, std::nullopt);
           }
           const auto t0 = Clock::now();
-          std::tie(m.answer, m.data_version) = ask(s, q, tokens, max_tokens, std::nullopt);
+          const Reply reply = ask(s, q, tokens, max_tokens, std::nullopt);
           m.runs_ms.push_back(since_ms(t0));
+          m.answer = reply.answer;
+          m.data_version = reply.data_version;
+          if (reply.prefill_ms >= 0) prefill_ms.push_back(reply.prefill_ms);
+          m.prefill_tokens = reply.prefill_tokens;
         }
+        if (!prefill_ms.empty()) m.prefill_ms = aoi::bench::median(prefill_ms);
       }
       m.ms = aoi::bench::median(m.runs_ms);
       m.correct = aoi::workload::is_correct(q, m.answer);
@@ -363,21 +484,29 @@ int main(int argc, char** argv) {
     std::printf("%s", line.c_str());
     summary_md += line;
   };
-  char buf[512];
+  char buf[1024];
+  // The work the new bars cost each system: aoi's ingestion (question timing: before the question, outside
+  // its timing; data-to-answer: inside it), llama-server's prefill (inside its question's timing).
   std::snprintf(buf, sizeof(buf),
                 "\n| system | n | mean ms | p50 ms | p99 ms | sigma ms | last ms | %s, same questions (mean ms) | %s "
-                "speedup (mean) | at the last | accuracy |\n",
+                "speedup (mean) | at the last | aoi: ingestion of the new bars, mean ms | llama-server: prefill in "
+                "the question, mean ms (tokens) | accuracy |\n",
                 reference->name.c_str(), reference->name.c_str());
   out(buf);
-  out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  out("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   json summary = json::object();
   for (const auto& s : systems) {
-    std::vector<double> ms, ref_ms;
+    std::vector<double> ms, ref_ms, background, prefill, prefill_tokens;
+    std::vector<const Measurement*> ref_same;
     int correct = 0;
     for (const auto* m : by_system[s.name]) {
       ms.push_back(m->ms);
-      ref_ms.push_back(ref_at.at(m->iteration)->ms);  // the reference answers every iteration
+      ref_same.push_back(ref_at.at(m->iteration));  // the reference answers every iteration
+      ref_ms.push_back(ref_same.back()->ms);
       correct += m->correct ? 1 : 0;
+      if (m->background_ms >= 0) background.push_back(m->background_ms);
+      if (m->prefill_ms >= 0) prefill.push_back(m->prefill_ms);
+      if (m->prefill_tokens >= 0) prefill_tokens.push_back(m->prefill_tokens);
     }
     if (ms.empty()) continue;
     const double mean = aoi::bench::mean(ms), ref_mean = aoi::bench::mean(ref_ms);
@@ -385,22 +514,41 @@ int main(int argc, char** argv) {
     for (double x : ms) var += (x - mean) * (x - mean);
     const double sigma = std::sqrt(var / static_cast<double>(ms.size()));
     // Speedup at the last iteration, where contexts are largest; every system answers it.
-    const double last = by_system[s.name].back()->ms;
-    const double ref_last = ref_at.at(by_system[s.name].back()->iteration)->ms;
-    std::snprintf(buf, sizeof(buf), "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1fx | %.1fx | %d/%zu |\n",
+    const Measurement* last_m = by_system[s.name].back();
+    const Measurement* ref_last_m = ref_at.at(last_m->iteration);
+    const double last = last_m->ms, ref_last = ref_last_m->ms;
+    const bool is_reference = &s == reference;
+    const bool mean_equal = !is_reference && equal_within_noise(by_system[s.name], ref_same);
+    const bool last_equal = !is_reference && equal_within_noise({last_m}, {ref_last_m});
+    const bool last_one_run = last_m->runs_ms.size() < 2 && ref_last_m->runs_ms.size() < 2;
+    std::string ingestion = ms_or_dash(background.empty() ? -1 : aoi::bench::mean(background));
+    if (data_to_answer && !s.session.empty()) ingestion = "in the timing";
+    std::string prefill_cell = ms_or_dash(prefill.empty() ? -1 : aoi::bench::mean(prefill));
+    if (!prefill_tokens.empty())
+      prefill_cell += " (" + std::to_string(std::lround(aoi::bench::mean(prefill_tokens))) + ")";
+    std::snprintf(buf, sizeof(buf),
+                  "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %s | %d/%zu |\n",
                   s.name.c_str(), ms.size(), mean, aoi::bench::median(ms), percentile(ms, 0.99), sigma, last, ref_mean,
-                  mean / ref_mean, last / ref_last, correct, ms.size());
+                  is_reference ? "1.0x" : speedup_text(mean / ref_mean, mean_equal, false).c_str(),
+                  is_reference ? "1.0x" : speedup_text(last / ref_last, last_equal, last_one_run).c_str(),
+                  ingestion.c_str(), prefill_cell.c_str(), correct, ms.size());
     out(buf);
-    summary[s.name] = {{"n", ms.size()},
-                       {"mean_ms", mean},
-                       {"p50_ms", aoi::bench::median(ms)},
-                       {"p99_ms", percentile(ms, 0.99)},
-                       {"sigma_ms", sigma},
-                       {"last_ms", last},
-                       {"reference_mean_ms_same_questions", ref_mean},
-                       {"speedup_mean", mean / ref_mean},
-                       {"speedup_last", last / ref_last},
-                       {"accuracy", static_cast<double>(correct) / static_cast<double>(ms.size())}};
+    summary[s.name] = {
+        {"n", ms.size()},
+        {"mean_ms", mean},
+        {"p50_ms", aoi::bench::median(ms)},
+        {"p99_ms", percentile(ms, 0.99)},
+        {"sigma_ms", sigma},
+        {"last_ms", last},
+        {"reference_mean_ms_same_questions", ref_mean},
+        {"speedup_mean", mean / ref_mean},
+        {"speedup_mean_equal_within_noise", mean_equal},
+        {"speedup_last", last / ref_last},
+        {"speedup_last_equal_within_noise", last_equal},
+        {"background_ms_mean", background.empty() ? json(nullptr) : json(aoi::bench::mean(background))},
+        {"prefill_ms_mean", prefill.empty() ? json(nullptr) : json(aoi::bench::mean(prefill))},
+        {"prefill_tokens_mean", prefill_tokens.empty() ? json(nullptr) : json(aoi::bench::mean(prefill_tokens))},
+        {"accuracy", static_cast<double>(correct) / static_cast<double>(ms.size())}};
   }
   // Agreement of every system with the reference, on the iterations both answered.
   int disagreements_with_naive = 0;
@@ -425,12 +573,13 @@ int main(int argc, char** argv) {
   {
     std::ofstream(base + ".summary.md") << summary_md;
     std::ofstream csv(base + ".csv");
-    csv << "iteration,bars,context_tokens,question,truth,system,ms,runs,correct,data_version,answer\n";
+    csv << "iteration,bars,context_tokens,question,truth,system,ms,runs,background_ms,prefill_ms,prefill_tokens,"
+           "correct,data_version,answer\n";
     for (const auto& m : all) {
       json a = m.answer;
       csv << m.iteration << ',' << m.bars << ',' << m.context_tokens << ',' << m.question_type << ',' << m.truth << ','
-          << m.system << ',' << m.ms << ',' << m.runs_ms.size() << ',' << (m.correct ? 1 : 0) << ',' << m.data_version
-          << ',' << a.dump() << '\n';
+          << m.system << ',' << m.ms << ',' << m.runs_ms.size() << ',' << m.background_ms << ',' << m.prefill_ms << ','
+          << m.prefill_tokens << ',' << (m.correct ? 1 : 0) << ',' << m.data_version << ',' << a.dump() << '\n';
     }
     json raw = json::array();
     for (const auto& m : all) {
@@ -442,13 +591,24 @@ int main(int argc, char** argv) {
                      {"system", m.system},
                      {"ms", m.ms},
                      {"runs_ms", m.runs_ms},
+                     {"background_ms", m.background_ms < 0 ? json(nullptr) : json(m.background_ms)},
+                     {"prefill_ms", m.prefill_ms < 0 ? json(nullptr) : json(m.prefill_ms)},
+                     {"prefill_tokens", m.prefill_tokens < 0 ? json(nullptr) : json(m.prefill_tokens)},
                      {"answer", m.answer},
                      {"correct", m.correct},
                      {"data_version", m.data_version}});
     }
-    std::ofstream(base + ".json") << json{{"label", label},       {"timing", timing},   {"repeats", repeats},
-                                          {"settings", settings}, {"summary", summary}, {"results", raw}}
-                                         .dump(2);
+    std::ofstream(base + ".json") << json{
+        {"label", label},
+        {"command", aoi::bench::command_line(argc, argv)},
+        {"measured", provenance},
+        {"timing", timing},
+        {"repeats", repeats},
+        {"window", window},
+        {"evict_fraction", evict_fraction},
+        {"settings", settings},
+        {"summary", summary},
+        {"results", raw}}.dump(2);
     std::ofstream dat(base + ".dat");
     for (const auto& s : systems) {
       dat << "# " << s.name << "\n";
