@@ -6,6 +6,17 @@
 
 namespace aoi::test {
 
+Status run_together(engine::Context& ctx, std::vector<engine::Generation*> gens) {
+  engine::Batch batch(static_cast<int>(ctx.n_batch()));
+  while (std::any_of(gens.begin(), gens.end(), [](engine::Generation* g) { return !g->done(); })) {
+    batch.clear();
+    for (engine::Generation* g : gens) g->add_rows(batch, batch.free_space());
+    if (Status st = ctx.decode_or_error(batch); !st) return st;
+    for (engine::Generation* g : gens) g->take(ctx);
+  }
+  return {};
+}
+
 std::unique_ptr<engine::Context> make_stream_context(engine::Model& model, int n_seqs, int cells_per_seq, int n_batch,
                                                      engine::KvType type_k, engine::KvType type_v,
                                                      engine::FlashAttn flash_attn) {

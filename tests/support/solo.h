@@ -9,6 +9,7 @@
 
 #include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
+#include "aoi/engine/generation.h"
 #include "aoi/sched/cell_ledger.h"
 #include "aoi/sched/seq_ids.h"
 #include "aoi/session/session.h"
@@ -32,6 +33,10 @@ Status run_alone(engine::Context& ctx, Op& op) {
   }
   return {};
 }
+
+// Runs generations to their ends, all of them in the same passes (each pass as full as the batch allows).
+Status run_together(engine::Context& ctx, std::vector<engine::Generation*> gens);
+inline Status run_alone(engine::Context& ctx, engine::Generation& g) { return run_together(ctx, {&g}); }
 
 // A context with a stream per sequence (as the server runs): n_seqs sequences of cells_per_seq cells each.
 std::unique_ptr<engine::Context> make_stream_context(engine::Model& model, int n_seqs, int cells_per_seq,

@@ -9,6 +9,7 @@
 #include "aoi/engine/generation.h"
 #include "aoi/engine/model.h"
 #include "aoi/engine/sampling.h"
+#include "solo.h"
 #include "test_models.h"
 
 namespace aoi::engine {
@@ -119,18 +120,8 @@ TEST(Context, AQuantizedCacheTheModelsHeadsCannotHoldIsRefused) {
   EXPECT_EQ(refused.error().field, "cache_type_v");
 }
 
-// Runs generations to their ends, all of them in the same passes (each pass as full as the batch allows).
-Status run_together(Context& ctx, std::vector<Generation*> gens) {
-  Batch batch(static_cast<int>(ctx.n_batch()));
-  while (std::any_of(gens.begin(), gens.end(), [](Generation* g) { return !g->done(); })) {
-    batch.clear();
-    for (Generation* g : gens) g->add_rows(batch, batch.free_space());
-    if (Status st = ctx.decode_or_error(batch); !st) return st;
-    for (Generation* g : gens) g->take(ctx);
-  }
-  return {};
-}
-Status run_alone(Context& ctx, Generation& g) { return run_together(ctx, {&g}); }
+using test::run_alone;
+using test::run_together;
 
 TEST(Generation, GreedyIsDeterministicAndBounded) {
   AOI_REQUIRE_MODEL(model, "test-micro");

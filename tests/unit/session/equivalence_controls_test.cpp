@@ -39,16 +39,19 @@ QueryParams question(size_t i) {
   return q;
 }
 
-// Runs a generation alone to its end, one pass at a time.
+// A generation run alone to its end (the answer, empty when a pass failed: that fails the comparison).
 engine::GenerationResult decode_alone(engine::Context& ctx, engine::Generation& g) {
-  engine::Batch batch(static_cast<int>(ctx.n_batch()));
-  while (!g.done()) {
-    batch.clear();
-    g.add_rows(batch, batch.free_space());
-    EXPECT_EQ(ctx.decode(batch), engine::DecodeOutcome::kOk);
-    g.take(ctx);
-  }
+  const Status st = test::run_alone(ctx, g);
+  EXPECT_TRUE(st.ok()) << st.error().message;
   return g.take_result();
+}
+
+// Twelve bars, and the same without the seventh.
+std::vector<std::string> bars() { return test::ohlcv_lines(12, 5); }
+std::vector<std::string> bars_missing_one() {
+  std::vector<std::string> missing = bars();
+  missing.erase(missing.begin() + 6);
+  return missing;
 }
 
 class EquivalenceControls : public ::testing::Test {
@@ -58,6 +61,18 @@ class EquivalenceControls : public ::testing::Test {
     ASSERT_NE(model_, nullptr) << test::model_problem("test-micro");
     ctx_ = test::make_stream_context(*model_, 4, 1536);
     sessions_ = std::make_unique<test::SoloSessions>(*ctx_);
+  }
+
+  // Every question asked of `s` and of `recompute`, each pair judged alone-against-alone.
+  test::Tally ask_both(Session& s, Session& recompute) {
+    test::Tally tally(test::kSameComputation);
+    for (size_t i = 0; i < kQuestions.size(); ++i) {
+      auto as = sessions_->query(s, question(i));
+      auto an = sessions_->query(recompute, question(i));
+      EXPECT_TRUE(as.ok() && an.ok());
+      if (as.ok() && an.ok()) tally.add(test::compare(*as, *an, tally.bound));
+    }
+    return tally;
   }
 
   engine::Model* model_ = nullptr;
@@ -97,19 +112,10 @@ TEST_F(EquivalenceControls, ACacheMissingOneRecordFails) {
   auto stateful = sessions_->create(base_config("stateful", SessionMode::kStateful));
   auto naive = sessions_->create(base_config("naive", SessionMode::kNaive));
   ASSERT_TRUE(stateful.ok() && naive.ok());
-  const auto lines = test::ohlcv_lines(12, 5);
   // The stateful session misses record 6; the recompute has all twelve.
-  std::vector<std::string> missing = lines;
-  missing.erase(missing.begin() + 6);
-  ASSERT_TRUE(sessions_->append(**stateful, missing).ok());
-  ASSERT_TRUE(sessions_->append(**naive, lines).ok());
-  test::Tally tally(test::kSameComputation);
-  for (size_t i = 0; i < kQuestions.size(); ++i) {
-    auto as = sessions_->query(**stateful, question(i));
-    auto an = sessions_->query(**naive, question(i));
-    ASSERT_TRUE(as.ok() && an.ok());
-    tally.add(test::compare(*as, *an, tally.bound));
-  }
+  ASSERT_TRUE(sessions_->append(**stateful, bars_missing_one()).ok());
+  ASSERT_TRUE(sessions_->append(**naive, bars()).ok());
+  const test::Tally tally = ask_both(**stateful, **naive);
   std::cout << "one record missing: " << tally.describe() << "\n";
   EXPECT_EQ(tally.failed, tally.n) << "the rule passes a cache that lacks a record";
 }
@@ -117,12 +123,9 @@ TEST_F(EquivalenceControls, ACacheMissingOneRecordFails) {
 TEST_F(EquivalenceControls, ARestoredCheckpointMissingOneRecordFails) {
   // A checkpoint written without record 6 (as a snapshot that lost a record would be), restored on another
   // sequence; the recompute has all twelve.
-  const auto lines = test::ohlcv_lines(12, 5);
-  std::vector<std::string> missing = lines;
-  missing.erase(missing.begin() + 6);
   auto saved = sessions_->create(base_config("saved", SessionMode::kStateful));
   ASSERT_TRUE(saved.ok());
-  ASSERT_TRUE(sessions_->append(**saved, missing).ok());
+  ASSERT_TRUE(sessions_->append(**saved, bars_missing_one()).ok());
   ASSERT_TRUE((*saved)->can_save());
   SessionImage image = (*saved)->save();
   sessions_->remove(*saved);
@@ -130,14 +133,8 @@ TEST_F(EquivalenceControls, ARestoredCheckpointMissingOneRecordFails) {
   ASSERT_TRUE(restored.ok()) << restored.error().message;
   auto naive = sessions_->create(base_config("naive", SessionMode::kNaive));
   ASSERT_TRUE(naive.ok());
-  ASSERT_TRUE(sessions_->append(**naive, lines).ok());
-  test::Tally tally(test::kSameComputation);
-  for (size_t i = 0; i < kQuestions.size(); ++i) {
-    auto as = sessions_->query(**restored, question(i));
-    auto an = sessions_->query(**naive, question(i));
-    ASSERT_TRUE(as.ok() && an.ok());
-    tally.add(test::compare(*as, *an, tally.bound));
-  }
+  ASSERT_TRUE(sessions_->append(**naive, bars()).ok());
+  const test::Tally tally = ask_both(**restored, **naive);
   std::cout << "a restored checkpoint missing one record: " << tally.describe() << "\n";
   EXPECT_EQ(tally.failed, tally.n) << "the rule passes a restored checkpoint that lacks a record";
 }
