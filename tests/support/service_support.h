@@ -22,6 +22,20 @@ inline bool wait_ingested(service::Service& s, const std::string& id, std::uint6
   return false;
 }
 
+// Waits (bounded) until the session's flash round has answered `question` for its current data version: a
+// question asked before that may share passes with the round, which changes its logits within the noise of
+// shared passes (equivalence.h), so a test that compares under kSameComputation waits for it first.
+inline bool wait_flash_round(service::Service& s, const std::string& id, const std::string& question, int max_tokens,
+                             std::chrono::seconds limit = std::chrono::seconds(300)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    auto snap = s.session(id);
+    if (snap.ok() && s.handle(id)->flash().lookup(question, snap->data_version, max_tokens)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 // A greedy question through the model, with the first token's logits kept for the strict rule.
 inline service::QueryRequest model_question(const std::string& question, int max_tokens = 8) {
   service::QueryRequest r;
