@@ -114,9 +114,10 @@ bool wait_for(aoi::service::Service& svc, std::uint64_t seq) {
   std::uint64_t last = 0;
   auto& events = svc.handle("bench")->events();
   const auto token = events.subscribe([&](const aoi::service::Event& e) {
-    if (e.type != "data_updated") return;
+    const auto* updated = e.as<aoi::service::DataUpdated>();
+    if (!updated) return;
     std::lock_guard lock(mu);
-    last = std::max(last, e.data["last_seq"].get<std::uint64_t>());
+    last = std::max(last, updated->last_seq);
     cv.notify_all();
   });
   std::unique_lock lock(mu);

@@ -11,6 +11,7 @@
 #include "aoi/service/service.h"
 #include "aoi/store/snapshot_file.h"
 #include "async.h"
+#include "event_json.h"
 #include "http.h"
 #include "json_fields.h"
 #include "records_body.h"
@@ -308,8 +309,8 @@ net::awaitable<Outcome> events(Call& call) {
       continue;
     }
     for (const auto& e : items) {
-      open = co_await sse.event(e.type, dump(e.data), e.id);
-      if (!open || e.type == "session_deleted") {
+      open = co_await sse.event(event_name(e.body), dump(event_data(e.body)), e.id);
+      if (!open || e.as<service::SessionDeleted>()) {
         open = false;
         break;
       }

@@ -11,6 +11,7 @@
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
 #include "async.h"
+#include "event_json.h"
 #include "http.h"
 #include "json_fields.h"
 #include "records_body.h"
@@ -152,7 +153,7 @@ net::awaitable<void> serve_websocket(Call& call) {
   Outbox out{std::make_shared<Mailbox<std::string>>(executor), std::make_shared<std::atomic<bool>>(false)};
   auto frames = out.frames;
   const auto token = handle->events().subscribe([frames](const service::Event& e) {
-    frames->put(dump({{"op", "event"}, {"event", e.type}, {"id", e.id}, {"data", e.data}}));
+    frames->put(dump({{"op", "event"}, {"event", event_name(e.body)}, {"id", e.id}, {"data", event_data(e.body)}}));
   });
   net::co_spawn(executor, write_loop(ws, frames), net::detached);
 

@@ -4,16 +4,16 @@
 
 namespace aoi::service {
 
-std::uint64_t EventLog::publish(std::string type, nlohmann::json data) {
+std::uint64_t EventLog::publish(EventBody body) {
   // Subscribers are called under the lock so that every subscriber sees events in id order and a new
   // subscriber's replay cannot interleave with a live event; they must be quick (post elsewhere).
   std::lock_guard lock(mu_);
-  return publish_locked(std::move(type), std::move(data));
+  return publish_locked(std::move(body));
 }
 
-std::uint64_t EventLog::publish_locked(std::string type, nlohmann::json data) {
+std::uint64_t EventLog::publish_locked(EventBody body) {
   if (reserve_ && next_id_ > reserved_) reserved_ = reserve_(next_id_ - 1 + kIdBlock);
-  Event e{next_id_++, std::move(type), std::move(data)};
+  Event e{next_id_++, std::move(body)};
   for (auto& [token, subscriber] : subscribers_) subscriber(e);
   kept_.push_back(std::move(e));
   while (kept_.size() > history_) kept_.pop_front();
@@ -43,10 +43,10 @@ void EventLog::unsubscribe(std::uint64_t token) {
   subscribers_.erase(token);
 }
 
-void EventLog::close(std::string type, nlohmann::json data) {
+void EventLog::close(SessionDeleted last) {
   // One critical section: a subscriber either hears the closing event live or finds the log closed.
   std::lock_guard lock(mu_);
-  publish_locked(std::move(type), std::move(data));
+  publish_locked(std::move(last));
   closed_ = true;
   subscribers_.clear();
 }

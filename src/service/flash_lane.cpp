@@ -66,9 +66,7 @@ bool FlashLane::begin_question() {
       return true;
     }
     arbiter.release(this);
-    rt_->handle->events().publish(
-        "error", {{"type", error_type_name(begun.error().type)},
-                  {"message", "flash query " + questions_[next_].fid + " failed: " + begun.error().message}});
+    rt_->handle->events().publish(FlashFailed{.fid = questions_[next_].fid, .why = begun.error()});
     ++next_;
   }
   return false;
@@ -112,12 +110,12 @@ void FlashLane::store_answer() {
   SessionHandle& h = *rt_->handle;
   h.flash().store(q.fid, FlashAnswer{a.text, a.tokens, a.finish, a.first_gap, version_, eval_ms, a.details.top,
                                      std::move(a.details.first_logits)});
-  h.events().publish("flash_ready", {{"id", q.fid},
-                                     {"question", q.question},
-                                     {"answer", a.text},
-                                     {"logit_gap", a.first_gap},
-                                     {"version", version_},
-                                     {"eval_ms", eval_ms}});
+  h.events().publish(FlashReady{.fid = q.fid,
+                                .question = q.question,
+                                .answer = a.text,
+                                .logit_gap = a.first_gap,
+                                .version = version_,
+                                .eval_ms = eval_ms});
 }
 
 void FlashLane::finish_round() {
@@ -140,13 +138,10 @@ void FlashLane::finish_round() {
     // Throttled: the first round over budget, then every 16th.
     spdlog::warn("session {}: background work {:.0f} ms per version exceeds the {:.0f} ms between versions", h.id(),
                  background, snap.data_interval_ms);
-    h.events().publish("warning",
-                       {{"type", "budget"},
-                        {"message", "background work per data version exceeds the interval between versions"},
-                        {"background_ms", background},
-                        {"ingest_ms", snap.ingest_ms},
-                        {"flash_ms", round_ms},
-                        {"data_interval_ms", snap.data_interval_ms}});
+    h.events().publish(BudgetExceeded{.background_ms = background,
+                                      .ingest_ms = snap.ingest_ms,
+                                      .flash_ms = round_ms,
+                                      .data_interval_ms = snap.data_interval_ms});
   }
 }
 

@@ -21,8 +21,7 @@ void IngestLane::drop(const Error& why, std::uint64_t n_records) {
   if (n_records == 0) return;
   SessionHandle& h = *rt_->handle;
   h.counters().records_dropped.fetch_add(n_records);
-  h.events().publish("error", {{"type", error_type_name(why.type)},
-                               {"message", std::to_string(n_records) + " records dropped: " + why.message}});
+  h.events().publish(RecordsDropped{.n = n_records, .pending = false, .why = why});
 }
 
 void IngestLane::drop_held(const Error& why) {
@@ -55,10 +54,7 @@ void IngestLane::fill_batch() {
     if (!prepared) {
       rt_->rejected_pending.push_back(record.seq);
       h.counters().records_rejected.fetch_add(1, std::memory_order_relaxed);
-      h.events().publish("error", {{"type", error_type_name(prepared.error().type)},
-                                   {"message", prepared.error().message},
-                                   {"field", "records"},
-                                   {"seq", record.seq}});
+      h.events().publish(RecordRejected{.seq = record.seq, .why = prepared.error()});
       continue;
     }
     tokens += static_cast<int>(prepared->tokens.size());
@@ -177,18 +173,18 @@ void IngestLane::complete_append() {
   if (stats.rebuilt) snap.rebuilds++;
   h.set_snapshot(std::move(snap));
   const std::uint64_t dropped_total = c.records_dropped.load();
-  h.events().publish("data_updated", {{"version", stats.version},
-                                      {"records_added", stats.records_added},
-                                      {"tokens_added", stats.tokens_added},
-                                      {"records_evicted", stats.records_evicted},
-                                      {"tokens_evicted", stats.tokens_evicted},
-                                      {"dropped", dropped_total - dropped_reported_},
-                                      {"dropped_total", dropped_total},
-                                      {"rejected_total", c.records_rejected.load()},
-                                      {"pending", h.unaccounted()},
-                                      {"last_seq", s.last_record_seq()},
-                                      {"rebuilt", stats.rebuilt},
-                                      {"ingest_ms", stats.decode_ms}});
+  h.events().publish(DataUpdated{.version = stats.version,
+                                 .records_added = stats.records_added,
+                                 .tokens_added = stats.tokens_added,
+                                 .records_evicted = stats.records_evicted,
+                                 .tokens_evicted = stats.tokens_evicted,
+                                 .dropped = dropped_total - dropped_reported_,
+                                 .dropped_total = dropped_total,
+                                 .rejected_total = c.records_rejected.load(),
+                                 .pending = h.unaccounted(),
+                                 .last_seq = s.last_record_seq(),
+                                 .rebuilt = stats.rebuilt,
+                                 .ingest_ms = stats.decode_ms});
   dropped_reported_ = dropped_total;
   note_progress();
 }
@@ -211,9 +207,7 @@ void IngestLane::fail(const Error& error) {
   while (rt_->handle->pop(discard)) ++pending;
   if (pending > 0) {
     rt_->handle->counters().records_dropped.fetch_add(pending);
-    rt_->handle->events().publish(
-        "error", {{"type", error_type_name(error.type)},
-                  {"message", std::to_string(pending) + " pending records dropped: " + error.message}});
+    rt_->handle->events().publish(RecordsDropped{.n = pending, .pending = true, .why = error});
   }
   rt_->ingesting = false;
 }

@@ -403,7 +403,7 @@ void Service::delete_session(std::string_view id, std::function<void(Status)> do
         gone.rejected += c.records_rejected.load();
         gone.ingested += c.records_ingested.load();
         gone.tokens += c.tokens_ingested.load();
-        handle->events().close("session_deleted", {{"id", handle->id()}, {"dropped_pending", dropped_pending}});
+        handle->events().close(SessionDeleted{.id = handle->id(), .dropped_pending = dropped_pending});
         // Its files go last (the closing event may still reserve event ids in them).
         if (persistence_ && handle->files()) {
           if (Status removed = persistence_->remove(handle->files()); !removed) {

@@ -132,9 +132,10 @@ void wait_ingested(service::Service& svc, const std::string& id, std::uint64_t s
   std::uint64_t last = 0;
   auto& events = svc.handle(id)->events();
   const auto token = events.subscribe([&](const service::Event& e) {
-    if (e.type != "data_updated") return;
+    const auto* updated = e.as<aoi::service::DataUpdated>();
+    if (!updated) return;
     std::lock_guard lock(mu);
-    last = std::max(last, e.data["last_seq"].get<std::uint64_t>());
+    last = std::max(last, updated->last_seq);
     cv.notify_all();
   });
   std::unique_lock lock(mu);

@@ -1,5 +1,5 @@
-// A session's events (data_updated, flash_ready, error, ...): numbered, kept for a while so that a client
-// that reconnects can resume after the last id it saw, and handed to live subscribers. Thread-safe.
+// A session's events (session_events.h): numbered, kept for a while so that a client that reconnects can
+// resume after the last id it saw, and handed to live subscribers. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -8,17 +8,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <string>
 
-#include <nlohmann/json.hpp>
+#include "aoi/service/session_events.h"
 
 namespace aoi::service {
-
-struct Event {
-  std::uint64_t id = 0;  // increasing per session, from 1
-  std::string type;      // "data_updated", "flash_ready", "error", ...
-  nlohmann::json data;
-};
 
 class EventLog {
  public:
@@ -28,15 +21,15 @@ class EventLog {
 
   // Numbers and records the event and hands it to every subscriber (on the calling thread: subscribers must
   // not block). Returns its id.
-  std::uint64_t publish(std::string type, nlohmann::json data);
+  std::uint64_t publish(EventBody body);
 
   // Adds a subscriber. With after_id, the kept events newer than it are delivered first (in order, before any
   // new event). Returns a token for unsubscribe.
   std::uint64_t subscribe(Subscriber subscriber, std::optional<std::uint64_t> after_id = std::nullopt);
   void unsubscribe(std::uint64_t token);
-  // The session is gone: publishes a last event of this type and drops every subscriber; later subscribers
-  // get the kept events after their after_id, or without one the closing event alone.
-  void close(std::string type, nlohmann::json data);
+  // The session is gone: publishes its last event and drops every subscriber; later subscribers get the kept
+  // events after their after_id, or without one the closing event alone.
+  void close(SessionDeleted last);
 
   std::uint64_t last_id() const;
   size_t n_subscribers() const;
@@ -48,7 +41,7 @@ class EventLog {
   static constexpr std::uint64_t kIdBlock = 4096;  // ids reserved at a time
 
  private:
-  std::uint64_t publish_locked(std::string type, nlohmann::json data);  // mu_ held
+  std::uint64_t publish_locked(EventBody body);  // mu_ held
   mutable std::mutex mu_;
   size_t history_;
   std::deque<Event> kept_;                               // guarded by mu_

@@ -164,7 +164,7 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   EXPECT_EQ(hit->path, "flash");
   EXPECT_EQ(hit->answer.text, flash_before[0].answer.text);
   // Event ids keep increasing: a client resuming after the last id it saw misses nothing.
-  const std::uint64_t next = svc->handle("a")->events().publish("test", {});
+  const std::uint64_t next = svc->handle("a")->events().publish(DataUpdated{});
   EXPECT_GT(next, last_event);
   // And the session goes on: new data, same answers as a recompute.
   ASSERT_TRUE(svc->create_session(config("naive", session::SessionMode::kNaive)).ok());

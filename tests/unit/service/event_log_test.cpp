@@ -12,48 +12,50 @@
 namespace aoi::service {
 namespace {
 
-std::vector<std::string> types(const std::vector<Event>& events) {
-  std::vector<std::string> out;
-  for (const auto& e : events) out.push_back(e.type);
+// Events told apart by their version; the closing event reads 0.
+std::vector<std::uint64_t> versions(const std::vector<Event>& events) {
+  std::vector<std::uint64_t> out;
+  for (const auto& e : events) out.push_back(e.as<DataUpdated>() ? e.as<DataUpdated>()->version : 0);
   return out;
 }
 
 TEST(EventLog, ReplaysAfterAnIdThenDeliversLiveEventsInOrder) {
   EventLog log(8);
-  log.publish("a", {});
-  log.publish("b", {});
-  log.publish("c", {});
+  for (std::uint64_t v : {1, 2, 3}) log.publish(DataUpdated{.version = v});
   std::vector<Event> seen;
   const auto token = log.subscribe([&](const Event& e) { seen.push_back(e); }, 1);
-  log.publish("d", {});
-  EXPECT_EQ(types(seen), (std::vector<std::string>{"b", "c", "d"}));
+  log.publish(DataUpdated{.version = 4});
+  EXPECT_EQ(versions(seen), (std::vector<std::uint64_t>{2, 3, 4}));
   EXPECT_EQ(seen.back().id, 4u);
   log.unsubscribe(token);
-  log.publish("e", {});
+  log.publish(DataUpdated{.version = 5});
   EXPECT_EQ(seen.size(), 3u);
   EXPECT_EQ(log.n_subscribers(), 0u);
 }
 
 TEST(EventLog, KeepsOnlyItsHistory) {
   EventLog log(2);
-  for (const char* t : {"a", "b", "c", "d"}) log.publish(t, {});
+  for (std::uint64_t v : {1, 2, 3, 4}) log.publish(DataUpdated{.version = v});
   std::vector<Event> seen;
   log.subscribe([&](const Event& e) { seen.push_back(e); }, 0);
-  EXPECT_EQ(types(seen), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(versions(seen), (std::vector<std::uint64_t>{3, 4}));
 }
 
 TEST(EventLog, ASubscriberAfterCloseHearsTheClosingEvent) {
   EventLog log;
-  log.publish("data_updated", {});
-  log.close("session_deleted", {{"id", "s"}});
+  log.publish(DataUpdated{.version = 1});
+  log.close(SessionDeleted{.id = "s"});
   std::vector<Event> seen;
   log.subscribe([&](const Event& e) { seen.push_back(e); });
-  EXPECT_EQ(types(seen), (std::vector<std::string>{"session_deleted"}));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(seen[0].as<SessionDeleted>());
   EXPECT_EQ(log.n_subscribers(), 0u);
   // A resuming subscriber gets what it missed, the closing event included.
   seen.clear();
   log.subscribe([&](const Event& e) { seen.push_back(e); }, 0);
-  EXPECT_EQ(types(seen), (std::vector<std::string>{"data_updated", "session_deleted"}));
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0].as<DataUpdated>());
+  EXPECT_TRUE(seen[1].as<SessionDeleted>());
 }
 
 TEST(EventLog, EverySubscriberRacingACloseHearsItExactlyOnce) {
@@ -65,11 +67,11 @@ TEST(EventLog, EverySubscriberRacingACloseHearsItExactlyOnce) {
     for (int i = 0; i < kSubscribers; ++i) {
       threads.emplace_back([&, i] {
         log.subscribe([&, i](const Event& e) {
-          if (e.type == "session_deleted") closing_seen[i]++;
+          if (e.as<SessionDeleted>()) closing_seen[i]++;
         });
       });
     }
-    log.close("session_deleted", {});
+    log.close(SessionDeleted{});
     for (auto& t : threads) t.join();
     for (int i = 0; i < kSubscribers; ++i) EXPECT_EQ(closing_seen[i].load(), 1) << "subscriber " << i;
   }

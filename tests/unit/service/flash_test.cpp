@@ -48,7 +48,7 @@ struct FlashEvents {
   std::vector<Event> events;
   void attach(SessionHandle& h) {
     h.events().subscribe([this](const Event& e) {
-      if (e.type != "flash_ready") return;
+      if (!e.as<FlashReady>()) return;
       std::lock_guard lock(mu);
       events.push_back(e);
       cv.notify_all();
@@ -59,7 +59,7 @@ struct FlashEvents {
     std::unique_lock lock(mu);
     return cv.wait_for(lock, limit, [&] {
       size_t got = 0;
-      for (const auto& e : events) got += e.data["version"].get<std::uint64_t>() == version ? 1 : 0;
+      for (const auto& e : events) got += e.as<FlashReady>()->version == version ? 1 : 0;
       return got >= n;
     });
   }
@@ -207,7 +207,7 @@ TEST(Flash, NewDataInvalidatesAnswersAndRoundsCoalesce) {
   std::lock_guard lock(events.mu);
   const size_t rounds = events.events.size() - events_before;
   EXPECT_LT(rounds, final_version - v1) << "a flash round ran for (nearly) every version";
-  EXPECT_EQ(events.events.back().data["version"].get<std::uint64_t>(), final_version);
+  EXPECT_EQ(events.events.back().as<FlashReady>()->version, final_version);
 }
 
 TEST(FlashRegistry, MatchesNormalizedQuestionsAtTheirVersionOnly) {
@@ -289,7 +289,7 @@ TEST(FlashBudget, WarnsWhenBackgroundWorkOutrunsTheData) {
   ASSERT_TRUE(svc->create_session(config("b")).ok());
   std::atomic<int> warnings{0};
   svc->handle("b")->events().subscribe([&](const Event& e) {
-    if (e.type == "warning" && e.data.value("type", "") == "budget") warnings++;
+    if (e.as<BudgetExceeded>()) warnings++;
   });
   for (const auto& q : kQuestions) ASSERT_TRUE(svc->add_flash("b", q, 24).ok());
   // Pushes every few milliseconds; three 24-token answers per version take far longer.

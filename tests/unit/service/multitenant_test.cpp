@@ -190,7 +190,7 @@ TEST(MultiTenant, ManySessionsIngestTogetherAndNoneStarvesBesideQuestions) {
     const std::string id = "s" + std::to_string(i);
     ASSERT_TRUE(svc->create_session(config(id, 3000)).ok());
     svc->handle(id)->events().subscribe([&, id](const Event& e) {
-      if (e.type != "data_updated") return;
+      if (!e.as<DataUpdated>()) return;
       std::lock_guard lock(mu);
       version_passes[id].push_back(svc->passes());
     });
@@ -249,7 +249,7 @@ TEST(MultiTenant, RebuildsTakeTheSpareInTurn) {
     const std::string id = "s" + std::to_string(i);
     ASSERT_TRUE(svc->create_session(config(id, 300)).ok());
     svc->handle(id)->events().subscribe([&, id](const Event& e) {
-      if (e.type != "data_updated" || !e.data.value("rebuilt", false)) return;
+      if (!e.as<DataUpdated>() || !e.as<DataUpdated>()->rebuilt) return;
       std::lock_guard lock(mu);
       rebuilt.push_back(id);
     });

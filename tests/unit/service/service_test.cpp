@@ -95,9 +95,10 @@ TEST(Service, PushIngestsInTheBackgroundAndQueriesSeeIt) {
   ASSERT_FALSE(events.empty());
   int added = 0;
   for (size_t i = 0; i < events.size(); ++i) {
-    EXPECT_EQ(events[i].type, "data_updated");
+    const auto* updated = events[i].as<DataUpdated>();
+    ASSERT_TRUE(updated) << "event " << i;
     EXPECT_EQ(events[i].id, i + 1);
-    added += events[i].data["records_added"].get<int>();
+    added += updated->records_added;
   }
   EXPECT_EQ(added, 10);
 }
@@ -173,9 +174,10 @@ TEST(Service, EachIngestionBatchFillsOneForwardPassAndNoMore) {
   std::lock_guard lock(mu);
   int records = 0;
   for (size_t i = 0; i < events.size(); ++i) {
-    ASSERT_EQ(events[i].type, "data_updated");
-    const int tokens = events[i].data["tokens_added"].get<int>();
-    records += events[i].data["records_added"].get<int>();
+    const auto* updated = events[i].as<DataUpdated>();
+    ASSERT_TRUE(updated) << "event " << i;
+    const int tokens = updated->tokens_added;
+    records += updated->records_added;
     EXPECT_LE(tokens, budget) << "batch " << i << " needs a second forward pass";
     // The record that would not fit opens the next batch, so every batch but the last is nearly full.
     if (i + 1 < events.size()) {
@@ -243,7 +245,7 @@ TEST(Service, InvalidRecordsAreRefusedAtPushOrRejectedAtIngestion) {
   ASSERT_TRUE(svc->create_session(config("a", 60)).ok());
   std::atomic<int> errors{0};
   svc->handle("a")->events().subscribe([&](const Event& e) {
-    if (e.type == "error") errors++;
+    if (e.as<RecordRejected>() || e.as<RecordsDropped>()) errors++;
   });
   // Empty text is refused at once, naming the record; nothing of the push is accepted.
   auto refused = svc->push_text("a", {"short line", "  "});
@@ -353,7 +355,7 @@ TEST(Service, DeleteWhileIngestingLosesNothingSilently) {
   ASSERT_TRUE(svc->create_session(config("a", 3000)).ok());
   std::atomic<bool> closed{false};
   svc->handle("a")->events().subscribe([&](const Event& e) {
-    if (e.type == "session_deleted") closed = true;
+    if (e.as<SessionDeleted>()) closed = true;
   });
   auto handle = svc->handle("a");
   ASSERT_TRUE(svc->push_text("a", test::ohlcv_lines(60, 5)).ok());
