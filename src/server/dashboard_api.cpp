@@ -117,12 +117,11 @@ net::awaitable<Outcome> latest_records(Call& call) {
   for (const auto& r : latest->records) {
     records.push_back({{"seq", r.seq}, {"text", r.text}, {"tokens", r.tokens}});
   }
-  co_return Outcome{
-      json_response(call.request, http::status::ok,
-                    {{"id", id},
-                     {"residency", service::residency_name(handle->residency.load())},
-                     {"data_version", latest->resident ? latest->data_version : handle->data_version.load()},
-                     {"records", records}})};
+  co_return Outcome{json_response(call.request, http::status::ok,
+                                  {{"id", id},
+                                   {"residency", service::residency_name(handle->residency.load())},
+                                   {"data_version", latest->resident ? latest->data_version : handle->data_version()},
+                                   {"records", records}})};
 }
 
 }  // namespace

@@ -91,7 +91,7 @@ void Metrics::observe_completion(std::string_view api, double seconds) {
   completion_seconds_[std::string(api)].observe(seconds);
 }
 
-std::string Metrics::render(const service::ServiceStats& st, const std::vector<service::SessionSnapshot>& sessions,
+std::string Metrics::render(const service::ServiceStats& st, const std::vector<service::SessionView>& sessions,
                             const TenantView& tenants) const {
   auto tenant_of = [&](const std::string& id) {
     const auto it = tenants.owner.find(id);

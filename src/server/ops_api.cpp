@@ -19,10 +19,10 @@ net::awaitable<Outcome> metrics(Call& call) {
     co_return Outcome{
         error_response(call.request, Error::forbidden("/metrics is for admin keys (aoi serve --api-key)"))};
   }
-  std::vector<service::SessionSnapshot> sessions;
+  std::vector<service::SessionView> sessions;
   TenantView tenants{{}, call.quotas.refusals()};
   for (const auto& h : call.service.handles()) {
-    sessions.push_back(h->snapshot());
+    sessions.push_back(*h->view());
     tenants.owner[h->id()] = h->config().owner;
   }
   Response res{http::status::ok, call.request.version()};

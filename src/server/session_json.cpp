@@ -134,7 +134,7 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm
   return q;
 }
 
-json session_json(const service::SessionSnapshot& s, const service::SessionHandle& h) {
+json session_json(const service::SessionView& s, const service::SessionHandle& h) {
   const service::SessionCounters& c = h.counters();
   json flash = json::array();
   for (const auto& f : h.flash().list()) flash.push_back(flash_json(f));

@@ -19,7 +19,7 @@ struct AnswerForm {
 // form: set from the "stream" and "details" fields. Unknown fields are refused.
 Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm& form);
 
-nlohmann::json session_json(const service::SessionSnapshot& snapshot, const service::SessionHandle& handle);
+nlohmann::json session_json(const service::SessionView& snapshot, const service::SessionHandle& handle);
 nlohmann::json push_json(const service::PushResult& pushed);
 nlohmann::json flash_json(const service::FlashQuery& query);
 nlohmann::json prompt_json(const service::Service::Prompt& prompt, const engine::Model& model);

@@ -41,7 +41,7 @@ Holdings holdings(const Service& svc, const Tenant& tenant) {
   for (const auto& handle : svc.handles()) {
     if (handle->config().owner != tenant.name) continue;
     ++h.sessions;
-    h.cells += handle->snapshot().window_cells();
+    h.cells += handle->view()->window_cells();
   }
   return h;
 }
@@ -65,7 +65,7 @@ std::optional<QuotaRefusal> admit_session(Call& call, QuotaGate::CreateTicket& t
 // After creation, when the session's size is known: over the cells quota, it goes again. (Its window is only
 // known once Region 0 and the scaffold are tokenized; a session without retention.max_tokens takes all the
 // room its stream has.)
-net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call, const service::SessionSnapshot& created) {
+net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call, const service::SessionView& created) {
   const Tenant& t = *call.tenant;
   if (t.admin || !t.quotas.cells) co_return std::nullopt;
   const Holdings held = holdings(call.service, t);
@@ -87,7 +87,7 @@ net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call, const servic
 // 201 with the session as created (read from its own handle: a racing delete may have removed it, and a
 // racing create given its id to another session, by now), unless it goes again over the cells quota.
 net::awaitable<Outcome> created_response(Call& call, const service::SessionHandle& created) {
-  const service::SessionSnapshot snap = created.snapshot();
+  const service::SessionView snap = *created.view();
   if (auto refused = co_await check_cells(call, snap)) co_return Outcome{quota_response(call.request, *refused)};
   co_return Outcome{json_response(call.request, http::status::created, session_json(snap, created))};
 }
@@ -188,7 +188,7 @@ net::awaitable<Outcome> create_session(Call& call) {
 net::awaitable<Outcome> list_sessions(Call& call) {
   json list = json::array();
   for (const auto& h : call.service.handles()) {
-    if (may_see(*call.tenant, *h)) list.push_back(session_json(h->snapshot(), *h));
+    if (may_see(*call.tenant, *h)) list.push_back(session_json(*h->view(), *h));
   }
   co_return Outcome{json_response(call.request, http::status::ok, {{"sessions", list}})};
 }
@@ -196,7 +196,7 @@ net::awaitable<Outcome> list_sessions(Call& call) {
 net::awaitable<Outcome> get_session(Call& call) {
   auto h = call.service.handle(call.params[0]);
   if (!h) co_return Outcome{error_response(call.request, Error::not_found("unknown session: " + call.params[0]))};
-  co_return Outcome{json_response(call.request, http::status::ok, session_json(h->snapshot(), *h))};
+  co_return Outcome{json_response(call.request, http::status::ok, session_json(*h->view(), *h))};
 }
 
 net::awaitable<Outcome> delete_session(Call& call) {

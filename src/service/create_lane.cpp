@@ -139,10 +139,8 @@ void CreateLane::finish() {
     if (current) rt.flash_version = s.data_version();
   }
   state_.sessions().insert_or_assign(s.id(), rt_);
-  h.data_version = s.data_version();
-  h.seq_ingested = std::max<std::uint64_t>(h.seq_ingested.load(), s.last_record_seq());
   state_.publish_ready(rt);
-  state_.refresh_snapshot(rt);
+  state_.publish_view(rt);
   state_.loop().add(std::make_unique<IngestLane>(state_, rt_));
   state_.loop().add(std::make_unique<FlashLane>(state_, rt_));
   h.residency = Residency::kResident;

@@ -127,21 +127,20 @@ void FlashLane::finish_round() {
   end_round();
 
   // Background work per data version (paper §3.9.5) against the time between versions.
-  SessionSnapshot snap = h.snapshot();
-  snap.flash_ms = round_ms;
-  snap.flash_rounds++;
-  const double background = snap.ingest_ms + round_ms;
-  snap.data_interval_ms = h.push_interval_ms();
-  const bool over = snap.data_interval_ms > 0 && background > snap.data_interval_ms;
-  h.set_snapshot(snap);
-  if (over && snap.flash_rounds % 16 == 1) {
+  SessionProgress& progress = h.progress();
+  progress.flash_ms = round_ms;
+  progress.flash_rounds++;
+  state_.publish_view(rt);
+  const double background = progress.ingest_ms + round_ms;
+  const double interval = h.push_interval_ms();
+  if (interval > 0 && background > interval && progress.flash_rounds % 16 == 1) {
     // Throttled: the first round over budget, then every 16th.
     spdlog::warn("session {}: background work {:.0f} ms per version exceeds the {:.0f} ms between versions", h.id(),
-                 background, snap.data_interval_ms);
+                 background, interval);
     h.events().publish(BudgetExceeded{.background_ms = background,
-                                      .ingest_ms = snap.ingest_ms,
+                                      .ingest_ms = progress.ingest_ms,
                                       .flash_ms = round_ms,
-                                      .data_interval_ms = snap.data_interval_ms});
+                                      .data_interval_ms = interval});
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "aoi/engine/sampling.h"
+#include "session_view.h"
 
 namespace aoi::service {
 namespace {
@@ -64,28 +65,10 @@ int InferenceState::ingest_batch_tokens(const session::Session& session) const {
   return std::max(1, static_cast<int>(ctx_.n_batch()) - session.n_after_data());
 }
 
-void InferenceState::refresh_snapshot(SessionRuntime& rt) {
-  const session::Session& s = *rt.session;
-  SessionHandle& h = *rt.handle;
-  SessionSnapshot snap = h.snapshot();
-  snap.mode = s.mode();
-  snap.eviction = s.eviction_policy();
-  snap.region0_tokens = s.n_region0();
-  snap.data_tokens = s.n_data_tokens();
-  snap.scaffold_tokens = s.n_scaffold();
-  snap.records = s.n_records();
-  snap.max_data_tokens = s.max_data_tokens();
-  snap.max_records = s.config().retention.max_records.value_or(0);
-  snap.evict_fraction = s.config().retention.evict_fraction;
-  snap.query_budget = s.config().query_budget;
-  snap.kv_cells_reserved = cells_per_seq();
-  snap.kv_cells_used = s.cells_used();
-  snap.kv_bytes = static_cast<std::uint64_t>(snap.kv_cells_used) * engine::kv_bytes_per_token(model(), ctx_.params());
-  snap.data_version = s.data_version();
-  snap.last_seq_ingested = s.last_record_seq();
-  snap.records_evicted = s.records_evicted();
-  snap.tokens_evicted = s.tokens_evicted();
-  h.set_snapshot(std::move(snap));
+void InferenceState::publish_view(SessionRuntime& rt) {
+  ViewPublisher::publish(
+      *rt.handle, *rt.session,
+      {.cells_per_seq = cells_per_seq(), .bytes_per_token = engine::kv_bytes_per_token(model(), ctx_.params())});
 }
 
 void InferenceState::publish_ready(SessionRuntime& rt) {

@@ -122,8 +122,8 @@ class InferenceState {
 
   // Record tokens per ingestion batch for this session: what fits one pass beside its scaffold.
   int ingest_batch_tokens(const session::Session& session) const;
-  // Copies the session's state into its handle's snapshot.
-  void refresh_snapshot(SessionRuntime& rt);
+  // Publishes the resident session's view (session_view.h), after every operation that changes it.
+  void publish_view(SessionRuntime& rt);
   // The ready logits' verdict for the current version, for the speculative path.
   void publish_ready(SessionRuntime& rt);
 

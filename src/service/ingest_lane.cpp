@@ -161,17 +161,13 @@ void IngestLane::complete_append() {
   c.tokens_ingested.fetch_add(static_cast<std::uint64_t>(stats.tokens_added));
   std::erase_if(rt.rejected_pending, [&](std::uint64_t seq) { return seq <= s.last_record_seq(); });
   rt.tokens_since_snapshot += static_cast<std::uint64_t>(stats.tokens_added);
-  // Queries read the ready verdict and these counters; clients read the snapshot. Publishing in this order
-  // means a client who sees version v (or sequence n) in the snapshot gets answers at v or later.
+  SessionProgress& progress = h.progress();
+  progress.ingest_ms = stats.decode_ms;
+  if (stats.rebuilt) progress.rebuilds++;
+  // Questions read the ready verdict, then the version; clients the view. Publishing in this order means a
+  // client who sees version v (or sequence n) in the view gets answers at v or later.
   state_.publish_ready(rt);
-  h.data_version = s.data_version();
-  h.seq_ingested = s.last_record_seq();
-  state_.refresh_snapshot(rt);
-  SessionSnapshot snap = h.snapshot();
-  snap.ingest_ms = stats.decode_ms;
-  snap.data_interval_ms = h.push_interval_ms();
-  if (stats.rebuilt) snap.rebuilds++;
-  h.set_snapshot(std::move(snap));
+  state_.publish_view(rt);
   const std::uint64_t dropped_total = c.records_dropped.load();
   h.events().publish(DataUpdated{.version = stats.version,
                                  .records_added = stats.records_added,

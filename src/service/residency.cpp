@@ -9,6 +9,7 @@
 #include "inference_state.h"
 #include "persistence.h"
 #include "session_codec.h"
+#include "session_view.h"
 
 namespace aoi::service {
 
@@ -53,12 +54,11 @@ bool InferenceState::idle(const SessionRuntime& rt) const {
 SnapshotMeta InferenceState::snapshot_meta(const SessionRuntime& rt) const {
   const SessionHandle& h = *rt.handle;
   const SessionCounters& c = h.counters();
-  const SessionSnapshot snap = h.snapshot();
   SnapshotMeta m;
   m.model_fingerprint = model().fingerprint();
   m.kv_layout = kv_layout();
   m.config = h.config();
-  m.created_unix = snap.created_unix;
+  m.created_unix = h.progress().created_unix;
   m.consumed_seq = rt.session->last_record_seq();
   m.records_ingested = c.records_ingested.load();
   m.records_rejected = c.records_rejected.load() - rt.rejected_pending.size();
@@ -67,8 +67,8 @@ SnapshotMeta InferenceState::snapshot_meta(const SessionRuntime& rt) const {
   m.records_dropped = m.consumed_seq > taken ? m.consumed_seq - taken : 0;
   m.tokens_ingested = c.tokens_ingested.load();
   m.queries = c.queries.load();
-  m.rebuilds = snap.rebuilds;
-  m.flash_rounds = snap.flash_rounds;
+  m.rebuilds = h.progress().rebuilds;
+  m.flash_rounds = h.progress().flash_rounds;
   m.last_event_id = rt.handle->events().last_id();
   m.flash = h.flash().list();
   m.next_flash_id = h.flash().next_id();
@@ -144,7 +144,7 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
   if (handle->deleted.load()) return then(Error::not_found("session " + handle->id() + " was deleted"));
   if (runtime(*handle)) return then({});
   if (handle->residency.load() == Residency::kDamaged) {
-    return then(Error::damaged("session " + handle->id() + " is damaged: " + handle->snapshot().damage));
+    return then(Error::damaged("session " + handle->id() + " is damaged: " + handle->view()->damage));
   }
   Restoring& restoring = restoring_[handle->id()];
   if (restoring.handle != handle) {
@@ -160,9 +160,8 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
       *this, handle, CreateLane::Source::kStore, std::nullopt, [this, id, handle](Status st) {
         if (!st) {
           if (st.error().type == ErrorType::kDamaged) {
-            SessionSnapshot snap = handle->snapshot();
-            snap.damage = st.error().message;
-            handle->set_snapshot(std::move(snap));
+            handle->progress().damage = st.error().message;
+            ViewPublisher::publish(*handle);
             handle->residency = Residency::kDamaged;
             spdlog::error("session {} cannot come back: {}", id, st.error().message);
           } else {

@@ -14,13 +14,15 @@
 #include "persistence.h"
 #include "query_lane.h"
 #include "session_codec.h"
+#include "session_view.h"
 #include "settle_lane.h"
 
 namespace aoi::service {
 namespace {
 
-// What a snapshot says the session had done (counters, versions, how far ingestion got), onto its handle.
-// The caller sets what only it knows: records pushed (the log's last sequence), creation time, flash queries.
+// What a snapshot says the session had done (counters, progress), onto a handle not yet shared, and its view
+// at the snapshot's version and position. The caller sets what only it knows (records pushed: the log's last
+// sequence; flash queries; damage).
 void restore_progress(SessionHandle& h, const SnapshotMeta& m) {
   SessionCounters& c = h.counters();
   c.records_ingested = m.records_ingested;
@@ -28,14 +30,9 @@ void restore_progress(SessionHandle& h, const SnapshotMeta& m) {
   c.records_dropped += m.records_dropped;
   c.tokens_ingested = m.tokens_ingested;
   c.queries = m.queries;
-  SessionSnapshot snap = h.snapshot();
-  snap.rebuilds = m.rebuilds;
-  snap.flash_rounds = m.flash_rounds;
-  snap.data_version = m.data_version;
-  snap.last_seq_ingested = m.consumed_seq;
-  h.set_snapshot(std::move(snap));
-  h.data_version = m.data_version;
-  h.seq_ingested = m.consumed_seq;
+  h.progress().rebuilds = m.rebuilds;
+  h.progress().flash_rounds = m.flash_rounds;
+  ViewPublisher::publish_restored(h, m.data_version, m.consumed_seq);
 }
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
@@ -146,7 +143,7 @@ void Service::recover_sessions() {
   std::vector<std::shared_ptr<SessionHandle>> back;
   for (auto& r : recovered) {
     for (const auto& w : r.warnings) spdlog::warn("session {}: {}", r.config.id, w);
-    auto handle = make_handle(r.config);
+    auto handle = make_handle(r.config, r.created_unix);
     if (!handle) {
       spdlog::error("session {}: {}", r.config.id, handle.error().message);
       continue;
@@ -159,11 +156,12 @@ void Service::recover_sessions() {
     SessionCounters& c = h.counters();
     c.records_pushed = r.last_seq;
     c.records_dropped = r.dropped_after;
-    if (r.snapshot) restore_progress(h, *r.snapshot);
-    SessionSnapshot snap = h.snapshot();
-    snap.created_unix = r.created_unix;
-    snap.damage = r.damage;
-    h.set_snapshot(std::move(snap));
+    h.progress().damage = r.damage;
+    if (r.snapshot) {
+      restore_progress(h, *r.snapshot);
+    } else {
+      ViewPublisher::publish(h);
+    }
     h.resume(r.last_seq, std::move(r.tail));
     h.residency = r.damage.empty() ? Residency::kOnDisk : Residency::kDamaged;
     if (!r.damage.empty()) spdlog::error("session {}: damaged: {}", r.config.id, r.damage);
@@ -174,7 +172,7 @@ void Service::recover_sessions() {
   spdlog::info("{} sessions in {}", recovered.size(), persistence_->dir().string());
   // The most recently created come back at once, as many as the cache holds; the others when used.
   std::sort(back.begin(), back.end(),
-            [](const auto& a, const auto& b) { return a->snapshot().created_unix > b->snapshot().created_unix; });
+            [](const auto& a, const auto& b) { return a->view()->created_unix > b->view()->created_unix; });
   if (back.size() > static_cast<size_t>(params_.max_sessions)) back.resize(static_cast<size_t>(params_.max_sessions));
   for (auto& h : back) {
     with_resident(
@@ -185,8 +183,8 @@ void Service::recover_sessions() {
 std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, const QueryRequest& request) const {
   // Only for greedy requests on data that covers min_seq: the cached answers are greedy, of the newest version.
   if (request.generation.sampling.temperature > 0 || !request.generation.stop.empty()) return std::nullopt;
-  if (request.min_seq && h.seq_ingested.load() < *request.min_seq) return std::nullopt;
-  const std::uint64_t version = h.data_version.load();
+  if (request.min_seq && h.seq_ingested() < *request.min_seq) return std::nullopt;
+  const std::uint64_t version = h.data_version();
   QueryOutcome out;
   if (auto hit = h.flash().lookup(request.question, version, request.generation.max_tokens)) {
     out.path = "flash";
@@ -246,7 +244,7 @@ Status Service::reserve_id(session::SessionConfig& config) {
   return {};
 }
 
-Result<std::shared_ptr<SessionHandle>> Service::make_handle(session::SessionConfig config) {
+Result<std::shared_ptr<SessionHandle>> Service::make_handle(session::SessionConfig config, double created_unix) {
   // The renderer learns and times its fast path (~0.1 s): on the caller's thread, not the inference thread.
   std::unique_ptr<ingest::RecordRenderer> renderer;
   if (config.record_template) {
@@ -258,17 +256,9 @@ Result<std::shared_ptr<SessionHandle>> Service::make_handle(session::SessionConf
   }
   const bool ready = config.ready && config.mode == session::SessionMode::kStateful;
   const std::optional<session::ReadyQuestion> ready_question = config.ready;
-  // What is known before the session is in the cache (a session on disk shows it too).
-  SessionSnapshot snap;
-  snap.id = config.id;
-  snap.mode = config.mode;
-  snap.eviction = config.retention.policy;
-  snap.max_records = config.retention.max_records.value_or(0);
-  snap.evict_fraction = config.retention.evict_fraction;
-  snap.query_budget = config.query_budget;
   auto handle = std::make_shared<SessionHandle>(std::move(config), params_.ring_capacity, params_.event_history,
                                                 static_cast<size_t>(params_.max_flash), std::move(renderer));
-  handle->set_snapshot(std::move(snap));
+  handle->progress().created_unix = created_unix;
   if (ready) {
     // Each fast-answer word is known by its first token, with and without a leading space.
     handle->ready_question = normalize_question(ready_question->question);
@@ -337,17 +327,16 @@ void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional
 void Service::create_session(session::SessionConfig config, std::function<void(Created)> done) {
   if (Status st = reserve_id(config); !st) return done(st.error());
   const std::string id = config.id;
-  auto handle = make_handle(std::move(config));
+  auto handle = make_handle(std::move(config), unix_now());
   if (!handle) {
     forget_creating(id);
     return done(handle.error());
   }
-  SessionSnapshot snap = (*handle)->snapshot();
-  snap.created_unix = unix_now();
-  (*handle)->set_snapshot(snap);
+  // What is known before the session is in the cache.
+  ViewPublisher::publish(**handle);
   if (persistence_) {
     // On disk before it exists: a restart brings it back from its configuration and log.
-    auto files = persistence_->create((*handle)->config(), snap.created_unix);
+    auto files = persistence_->create((*handle)->config(), (*handle)->progress().created_unix);
     if (!files) {
       forget_creating(id);
       return done(files.error());
@@ -357,10 +346,10 @@ void Service::create_session(session::SessionConfig config, std::function<void(C
   start_session(std::move(handle).value(), std::nullopt, std::move(done));
 }
 
-Result<SessionSnapshot> Service::create_session(session::SessionConfig config) {
+Result<SessionView> Service::create_session(session::SessionConfig config) {
   auto created = wait_for<Created>([&](auto done) { create_session(std::move(config), std::move(done)); });
   if (!created) return created.error();
-  return (*created)->snapshot();
+  return *(*created)->view();
 }
 
 void Service::delete_session(std::string_view id, std::function<void(Status)> done) {
@@ -425,10 +414,10 @@ std::shared_ptr<SessionHandle> Service::handle(std::string_view id) const {
   return it == registry_.end() ? nullptr : it->second;
 }
 
-Result<SessionSnapshot> Service::session(std::string_view id) const {
+Result<SessionView> Service::session(std::string_view id) const {
   auto h = handle(id);
   if (!h) return Error::not_found("unknown session: " + std::string(id));
-  return h->snapshot();
+  return *h->view();
 }
 
 std::vector<std::shared_ptr<SessionHandle>> Service::handles() const {
@@ -439,9 +428,9 @@ std::vector<std::shared_ptr<SessionHandle>> Service::handles() const {
   return out;
 }
 
-std::vector<SessionSnapshot> Service::sessions() const {
-  std::vector<SessionSnapshot> out;
-  for (const auto& h : handles()) out.push_back(h->snapshot());
+std::vector<SessionView> Service::sessions() const {
+  std::vector<SessionView> out;
+  for (const auto& h : handles()) out.push_back(*h->view());
   return out;
 }
 
@@ -449,7 +438,7 @@ Result<PushResult> Service::push(std::string_view id, std::vector<RecordInput> r
   auto h = handle(id);
   if (!h) return Error::not_found("unknown session: " + std::string(id));
   if (h->residency.load() == Residency::kDamaged) {
-    return Error::damaged("session " + h->id() + " is damaged: " + h->snapshot().damage);
+    return Error::damaged("session " + h->id() + " is damaged: " + h->view()->damage);
   }
   if (Status valid = h->validate(records); !valid) return valid.error();
   auto result = h->push(std::move(records));
@@ -522,7 +511,7 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
     return;
   }
   if (request.wait_timeout > params_.max_wait) request.wait_timeout = params_.max_wait;
-  if (const std::uint64_t replay = h->replay_until.load(); replay > h->seq_ingested.load()) {
+  if (const std::uint64_t replay = h->replay_until.load(); replay > h->seq_ingested()) {
     // Back from a restart with records to ingest again: answer on them, as the session would have.
     request.min_seq = std::max(request.min_seq.value_or(0), replay);
     request.wait_timeout = params_.max_wait;
@@ -821,20 +810,17 @@ void Service::import_session(store::SnapshotData snapshot, std::string id, std::
   const std::string sid = config.id;
   // The snapshot carries the configuration under the old id: the session runs under the new one.
   snapshot.meta["config"] = config_to_json(config);
-  auto handle = make_handle(std::move(config));
+  auto handle = make_handle(std::move(config), unix_now());
   if (!handle) {
     forget_creating(sid);
     return done(handle.error());
   }
   SessionHandle& h = **handle;
-  SessionSnapshot snap = h.snapshot();
-  snap.created_unix = unix_now();
-  h.set_snapshot(snap);
   restore_progress(h, *meta);
   h.counters().records_pushed = meta->consumed_seq;
   h.flash().restore(meta->flash, meta->next_flash_id);
   if (persistence_) {
-    auto files = persistence_->create(h.config(), snap.created_unix);
+    auto files = persistence_->create(h.config(), h.progress().created_unix);
     if (!files) {
       forget_creating(sid);
       return done(files.error());

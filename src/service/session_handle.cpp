@@ -25,7 +25,9 @@ SessionHandle::SessionHandle(session::SessionConfig config, size_t ring_capacity
       ring_(ring_capacity),
       events_(event_history),
       flash_(max_flash) {
-  snapshot_.id = config_.id;
+  SessionView first;
+  first.id = config_.id;
+  view_ = std::make_shared<const SessionView>(std::move(first));
   touch();
 }
 
@@ -141,14 +143,9 @@ void SessionHandle::close() {
   deleted.store(true);
 }
 
-SessionSnapshot SessionHandle::snapshot() const {
-  std::lock_guard lock(snapshot_mu_);
-  return snapshot_;
-}
-
-void SessionHandle::set_snapshot(SessionSnapshot snapshot) {
-  std::lock_guard lock(snapshot_mu_);
-  snapshot_ = std::move(snapshot);
+std::shared_ptr<const SessionView> SessionHandle::view() const {
+  std::lock_guard lock(view_mu_);
+  return view_;
 }
 
 }  // namespace aoi::service

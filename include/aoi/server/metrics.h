@@ -49,7 +49,7 @@ class Metrics {
   void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
   void connection_refused() { refused_connections_.fetch_add(1, std::memory_order_relaxed); }
   std::size_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
-  std::string render(const service::ServiceStats& stats, const std::vector<service::SessionSnapshot>& sessions,
+  std::string render(const service::ServiceStats& stats, const std::vector<service::SessionView>& sessions,
                      const TenantView& tenants) const;
 
  private:

@@ -199,7 +199,7 @@ class Service {
   // (and another session taken its id) by the time the caller reads it.
   using Created = Result<std::shared_ptr<SessionHandle>>;
   void create_session(session::SessionConfig config, std::function<void(Created)> done);
-  Result<SessionSnapshot> create_session(session::SessionConfig config);  // waits
+  Result<SessionView> create_session(session::SessionConfig config);  // waits
   // Export: the session's state when it is next settled (no append in flight), as a self-contained snapshot.
   void export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done);
   // With a data directory: a snapshot now, once the session is settled; answers once it is on disk.
@@ -216,8 +216,8 @@ class Service {
   // Removes the session from view at once; its sequences are freed when no operation uses them.
   void delete_session(std::string_view id, std::function<void(Status)> done);
   Status delete_session(std::string_view id);  // waits
-  Result<SessionSnapshot> session(std::string_view id) const;
-  std::vector<SessionSnapshot> sessions() const;
+  Result<SessionView> session(std::string_view id) const;
+  std::vector<SessionView> sessions() const;
   // Every registered session's handle, sorted by id: one look at the registry, so that each snapshot and the
   // handle it is read with are the same session's.
   std::vector<std::shared_ptr<SessionHandle>> handles() const;
@@ -288,8 +288,8 @@ class Service {
   explicit Service(ServiceParams params);
   // Sessions found in the data directory: registered (on disk), the most recently created brought back.
   void recover_sessions();
-  // A handle for a new session (renderer, ready words); its files when there is a data directory.
-  Result<std::shared_ptr<SessionHandle>> make_handle(session::SessionConfig config);
+  // A handle for a new session (renderer, ready words), not yet shared: its caller publishes its first view.
+  Result<std::shared_ptr<SessionHandle>> make_handle(session::SessionConfig config, double created_unix);
   // Registers the id as being created; an empty id gets a generated one. Errors: invalid id, exists, full.
   Status reserve_id(session::SessionConfig& config);
   // Runs `then` on the loop thread with the session resident (or the reason it cannot be).

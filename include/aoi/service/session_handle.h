@@ -1,6 +1,6 @@
 // The thread-safe face of a session. HTTP and WebSocket threads push records into its ring and read its
-// counters and snapshot; the inference thread drains the ring into the Session (which only it touches, see
-// src/service/inference_state.h) and refreshes the snapshot after every operation.
+// counters and its published view; the inference thread drains the ring into the Session (which only it
+// touches, see src/service/inference_state.h) and publishes a new view after every operation.
 #pragma once
 
 #include <atomic>
@@ -27,6 +27,7 @@ class LogSyncer;
 namespace aoi::service {
 
 class SessionFiles;
+class ViewPublisher;
 
 // A record as a client sends it: a line of text, or an object for the session's template.
 using RecordInput = std::variant<std::string, ingest::Record>;
@@ -44,8 +45,6 @@ struct PushResult {
   size_t dropped = 0;  // older pending records this push displaced (ring full)
 };
 
-// What GET /v1/sessions/{id} reports: refreshed by the inference thread after each operation, merged with the
-// live counters when read.
 // Where a session's state is. With a data directory, sessions beyond --max-sessions live on disk and come
 // back when work needs them.
 enum class Residency {
@@ -56,7 +55,10 @@ enum class Residency {
 };
 const char* residency_name(Residency residency);
 
-struct SessionSnapshot {
+// What GET /v1/sessions/{id}, the listing, /metrics and quota checks read: an immutable view published after
+// every operation by ViewPublisher (src/service/session_view.h), the only writer; merged with the live counters when
+// read.
+struct SessionView {
   std::string id;
   session::SessionMode mode = session::SessionMode::kStateful;
   session::EvictionPolicy eviction = session::EvictionPolicy::kRecompute;
@@ -97,6 +99,17 @@ struct ReadyVerdict {
   std::uint64_t version = 0;
   engine::Token token = engine::kNoToken;
   float gap = 0;
+};
+
+// What the view shows beyond the Session itself, kept while the session is on disk. Loop-side state: written
+// by the inference thread, or by the service while it builds a handle that is not yet shared.
+struct SessionProgress {
+  double created_unix = 0;
+  std::uint64_t rebuilds = 0;      // recompute evictions
+  std::uint64_t flash_rounds = 0;  // flash rounds completed
+  double ingest_ms = 0;            // the last append
+  double flash_ms = 0;             // the last flash round (all questions)
+  std::string damage;              // why the session is Residency::kDamaged
 };
 
 // Counters updated from any thread.
@@ -156,9 +169,10 @@ class SessionHandle {
   FlashRegistry& flash() { return flash_; }
   const FlashRegistry& flash() const { return flash_; }
 
-  // Published by the inference thread after every append, read by query handlers on any thread.
-  std::atomic<std::uint64_t> data_version{0};
-  std::atomic<std::uint64_t> seq_ingested{0};
+  // The version questions answer at and the highest sequence number ingested or dropped: published with the
+  // view (by ViewPublisher alone), read by query handlers on any thread.
+  std::uint64_t data_version() const { return data_version_.load(); }
+  std::uint64_t seq_ingested() const { return seq_ingested_.load(); }
   // The ready question (normalized) and its fast-answer words by first token: set at creation, then const.
   std::string ready_question;
   std::vector<std::pair<engine::Token, std::string>> ready_vocab;
@@ -168,8 +182,11 @@ class SessionHandle {
   SessionCounters& counters() { return counters_; }
   const SessionCounters& counters() const { return counters_; }
 
-  SessionSnapshot snapshot() const;
-  void set_snapshot(SessionSnapshot snapshot);
+  // The last published view. Any thread.
+  std::shared_ptr<const SessionView> view() const;
+  // Loop-side state the view shows (see SessionProgress for who may touch it).
+  SessionProgress& progress() { return progress_; }
+  const SessionProgress& progress() const { return progress_; }
 
   // A flash round is wanted for the current version (a flash query was just registered).
   std::atomic<bool> flash_requested{false};
@@ -206,8 +223,13 @@ class SessionHandle {
   SessionCounters counters_;
   mutable std::mutex ready_mu_;
   ReadyVerdict ready_;  // guarded by ready_mu_
-  mutable std::mutex snapshot_mu_;
-  SessionSnapshot snapshot_;  // guarded by snapshot_mu_
+  SessionProgress progress_;
+  std::atomic<std::uint64_t> data_version_{0};
+  std::atomic<std::uint64_t> seq_ingested_{0};
+  mutable std::mutex view_mu_;
+  std::shared_ptr<const SessionView> view_;  // guarded by view_mu_; swapped whole, never changed in place
+  // The only writer of view_, data_version_ and seq_ingested_.
+  friend class ViewPublisher;
 };
 
 }  // namespace aoi::service

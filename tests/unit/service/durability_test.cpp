@@ -116,7 +116,7 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   TempDir dir;
   test::Tally tally(test::kSameComputation);
   Result<QueryOutcome> before = Error::internal("unset");
-  SessionSnapshot snap_before;
+  SessionView snap_before;
   std::uint64_t pushed = 0, ingested = 0, last_event = 0;
   std::vector<FlashQuery> flash_before;
   {
@@ -144,7 +144,7 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   const auto after = svc->query("a", model_question(kQuestion));
   expect_same(after, before, tally, "after a restart");
   EXPECT_EQ(after->answer.data_version, before->answer.data_version);
-  const SessionSnapshot snap = *svc->session("a");
+  const SessionView snap = *svc->session("a");
   EXPECT_EQ(snap.records, snap_before.records);
   EXPECT_EQ(snap.data_tokens, snap_before.data_tokens);
   EXPECT_EQ(snap.records_evicted, snap_before.records_evicted);
