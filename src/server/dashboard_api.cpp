@@ -107,10 +107,9 @@ net::awaitable<Outcome> latest_records(Call& call) {
   auto last = parse_last(call.query);
   if (!last) co_return Outcome{error_response(call.request, last.error())};
   service::Service& svc = call.service;
-  const std::string id = call.params[0];
-  auto handle = svc.handle(id);
-  if (!handle) co_return Outcome{error_response(call.request, Error::not_found("unknown session: " + id))};
-  auto start = [&svc, id, n = *last](auto done) { svc.latest_records(id, n, done); };
+  const auto handle = call.session;
+  const std::string& id = handle->id();
+  auto start = [&svc, handle, n = *last](auto done) { svc.latest_records(handle, n, done); };
   auto latest = co_await await_callback<Result<service::Service::LatestRecords>>(start);
   if (!latest) co_return Outcome{error_response(call.request, latest.error())};
   json records = json::array();

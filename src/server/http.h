@@ -47,6 +47,10 @@ struct Call {
   std::string query;                     // the query string (after '?'), raw
   std::shared_ptr<const Tenant> tenant;  // who is calling (an admin on an open server)
   QuotaGate& quotas;
+  // On routes under /v1/sessions/{id}: the session, resolved once and checked visible to the caller before the
+  // handler runs (never null there). Handlers act on it, never on the id again: a session deleted meanwhile
+  // answers 404, and one that took its id since (perhaps another tenant's) is never touched.
+  std::shared_ptr<service::SessionHandle> session;
 };
 
 // 429 naming the quota, with Retry-After.

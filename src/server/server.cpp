@@ -308,17 +308,20 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
     }
     co_return Outcome{error_response(req, Error::not_ready("the model is loading"))};
   }
-  // A session of another tenant does not exist for this caller: the same 404 as an unknown id, on every route
-  // under the session (data, questions, events, sockets, flash, snapshots).
-  if (found->pattern.rfind("/v1/sessions/{id}", 0) == 0 && (tenant == nullptr || !tenant->admin)) {
-    const auto handle = svc->handle(params[0]);
-    if (handle == nullptr || tenant == nullptr || !may_see(*tenant, *handle)) {
+  // Every route under a session acts on the session resolved here, once. A session of another tenant does not
+  // exist for this caller: the same 404 as an unknown id, on every route under the session (data, questions,
+  // events, sockets, flash, snapshots).
+  std::shared_ptr<service::SessionHandle> session;
+  if (found->pattern.rfind("/v1/sessions/{id}", 0) == 0) {
+    session = svc->handle(params[0]);
+    if (session == nullptr || tenant == nullptr || !may_see(*tenant, *session)) {
       co_return Outcome{error_response(req, Error::not_found("unknown session: " + params[0]))};
     }
   }
   // A public route without a key: a caller that owns nothing and may see nothing.
   if (tenant == nullptr) tenant = std::make_shared<const Tenant>(Tenant{"(public)", false, {}});
-  Call call{options, *svc, metrics, req, stream, std::move(params), query, std::move(tenant), quotas};
+  Call call{options,           *svc,  metrics,           req,    stream,
+            std::move(params), query, std::move(tenant), quotas, std::move(session)};
   co_return co_await found->handler(call);
 }
 

@@ -65,14 +65,16 @@ std::optional<QuotaRefusal> admit_session(Call& call, QuotaGate::CreateTicket& t
 // After creation, when the session's size is known: over the cells quota, it goes again. (Its window is only
 // known once Region 0 and the scaffold are tokenized; a session without retention.max_tokens takes all the
 // room its stream has.)
-net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call, const service::SessionView& created) {
+net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call,
+                                                        const std::shared_ptr<service::SessionHandle>& session,
+                                                        const service::SessionView& created) {
   const Tenant& t = *call.tenant;
   if (t.admin || !t.quotas.cells) co_return std::nullopt;
   const Holdings held = holdings(call.service, t);
   if (held.cells <= *t.quotas.cells) co_return std::nullopt;
   Service& svc = call.service;
-  const std::string id = created.id;
-  auto start = [&svc, id](auto done) { svc.delete_session(id, done); };
+  // This session, not whichever has its id by now.
+  auto start = [&svc, session](auto done) { svc.delete_session(session, done); };
   (void)co_await await_callback<Status>(start);
   call.quotas.count_refusal(t, "cells");
   const long mine = created.window_cells();
@@ -86,10 +88,12 @@ net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call, const servic
 
 // 201 with the session as created (read from its own handle: a racing delete may have removed it, and a
 // racing create given its id to another session, by now), unless it goes again over the cells quota.
-net::awaitable<Outcome> created_response(Call& call, const service::SessionHandle& created) {
-  const service::SessionView snap = *created.view();
-  if (auto refused = co_await check_cells(call, snap)) co_return Outcome{quota_response(call.request, *refused)};
-  co_return Outcome{json_response(call.request, http::status::created, session_json(snap, created))};
+net::awaitable<Outcome> created_response(Call& call, const std::shared_ptr<service::SessionHandle>& created) {
+  const service::SessionView view = *created->view();
+  if (auto refused = co_await check_cells(call, created, view)) {
+    co_return Outcome{quota_response(call.request, *refused)};
+  }
+  co_return Outcome{json_response(call.request, http::status::created, session_json(view, *created))};
 }
 
 bool is_snapshot_upload(const Request& req) {
@@ -117,13 +121,13 @@ net::awaitable<Outcome> import_session(Call& call) {
     if (e.type == ErrorType::kDamaged) e = Error::invalid("body", e.message);
     co_return Outcome{error_response(call.request, e)};
   }
-  co_return co_await created_response(call, **created);
+  co_return co_await created_response(call, *created);
 }
 
 net::awaitable<Outcome> export_session(Call& call) {
   Service& svc = call.service;
-  const std::string id = call.params[0];
-  auto start = [&svc, id](auto done) { svc.export_session(id, done); };
+  const std::string& id = call.session->id();
+  auto start = [&svc, session = call.session](auto done) { svc.export_session(session, done); };
   auto exported = co_await await_callback<Result<service::ExportedSession>>(start);
   if (!exported) co_return Outcome{error_response(call.request, exported.error())};
   const store::Bytes bytes = store::encode_snapshot(exported->snapshot);
@@ -140,8 +144,8 @@ net::awaitable<Outcome> export_session(Call& call) {
 
 net::awaitable<Outcome> save_session(Call& call) {
   Service& svc = call.service;
-  const std::string id = call.params[0];
-  auto start = [&svc, id](auto done) { svc.save_session(id, done); };
+  const std::string& id = call.session->id();
+  auto start = [&svc, session = call.session](auto done) { svc.save_session(session, done); };
   auto saved = co_await await_callback<Result<service::SaveOutcome>>(start);
   if (!saved) co_return Outcome{error_response(call.request, saved.error())};
   co_return Outcome{json_response(call.request, http::status::ok,
@@ -154,8 +158,8 @@ net::awaitable<Outcome> save_session(Call& call) {
 
 net::awaitable<Outcome> unload_session(Call& call) {
   Service& svc = call.service;
-  const std::string id = call.params[0];
-  auto start = [&svc, id](auto done) { svc.unload_session(id, done); };
+  const std::string& id = call.session->id();
+  auto start = [&svc, session = call.session](auto done) { svc.unload_session(session, done); };
   auto unloaded = co_await await_callback<Status>(start);
   if (!unloaded) co_return Outcome{error_response(call.request, unloaded.error())};
   co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"residency", "on_disk"}})};
@@ -163,8 +167,8 @@ net::awaitable<Outcome> unload_session(Call& call) {
 
 net::awaitable<Outcome> load_session(Call& call) {
   Service& svc = call.service;
-  const std::string id = call.params[0];
-  auto start = [&svc, id](auto done) { svc.load_session(id, done); };
+  const std::string& id = call.session->id();
+  auto start = [&svc, session = call.session](auto done) { svc.load_session(session, done); };
   auto loaded = co_await await_callback<Result<double>>(start);
   if (!loaded) co_return Outcome{error_response(call.request, loaded.error())};
   co_return Outcome{json_response(call.request, http::status::ok,
@@ -182,7 +186,7 @@ net::awaitable<Outcome> create_session(Call& call) {
   auto start = [&svc, config = std::move(config)](auto done) mutable { svc.create_session(std::move(config), done); };
   auto created = co_await await_callback<Service::Created>(start);
   if (!created) co_return Outcome{error_response(call.request, created.error())};
-  co_return co_await created_response(call, **created);
+  co_return co_await created_response(call, *created);
 }
 
 net::awaitable<Outcome> list_sessions(Call& call) {
@@ -194,15 +198,14 @@ net::awaitable<Outcome> list_sessions(Call& call) {
 }
 
 net::awaitable<Outcome> get_session(Call& call) {
-  auto h = call.service.handle(call.params[0]);
-  if (!h) co_return Outcome{error_response(call.request, Error::not_found("unknown session: " + call.params[0]))};
-  co_return Outcome{json_response(call.request, http::status::ok, session_json(*h->view(), *h))};
+  const service::SessionHandle& h = *call.session;
+  co_return Outcome{json_response(call.request, http::status::ok, session_json(*h.view(), h))};
 }
 
 net::awaitable<Outcome> delete_session(Call& call) {
   Service& svc = call.service;
-  std::string id = call.params[0];
-  auto start = [&svc, id](auto done) { svc.delete_session(id, done); };
+  const std::string& id = call.session->id();
+  auto start = [&svc, session = call.session](auto done) { svc.delete_session(session, done); };
   auto deleted = co_await await_callback<Status>(start);
   if (!deleted) co_return Outcome{error_response(call.request, deleted.error())};
   co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"deleted", true}})};
@@ -224,7 +227,7 @@ net::awaitable<Outcome> push_data(Call& call) {
   if (auto refused = call.quotas.take_records(*call.tenant, static_cast<double>(records->size()))) {
     co_return Outcome{quota_response(call.request, *refused)};
   }
-  auto pushed = call.service.push(call.params[0], std::move(records).value());
+  auto pushed = call.service.push(call.session, std::move(records).value());
   if (!pushed) co_return Outcome{error_response(call.request, pushed.error())};
   co_return Outcome{json_response(call.request, http::status::accepted, push_json(*pushed))};
 }
@@ -249,7 +252,7 @@ net::awaitable<Outcome> query(Call& call) {
   AOI_TRY(request, parse_query(body, form));
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
   Service& svc = call.service;
-  const std::string id = call.params[0];
+  const auto session = call.session;
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
 
@@ -257,8 +260,8 @@ net::awaitable<Outcome> query(Call& call) {
     request.cancelled = std::make_shared<std::atomic<bool>>(false);
     std::optional<DisconnectWatch> watch;
     watch.emplace(call.stream, request.cancelled);
-    auto start = [&svc, id, request = std::move(request)](auto done) mutable {
-      svc.query(id, std::move(request), {}, done);
+    auto start = [&svc, session, request = std::move(request)](auto done) mutable {
+      svc.query(session, std::move(request), {}, done);
     };
     auto outcome = co_await await_callback<Result<service::QueryOutcome>>(start);
     watch.reset();
@@ -273,7 +276,7 @@ net::awaitable<Outcome> query(Call& call) {
   request.cancelled = events.cancelled;
   auto mailbox = events.mailbox;
   svc.query(
-      id, std::move(request), [mailbox](std::string_view text) { mailbox->put(std::string(text)); },
+      session, std::move(request), [mailbox](std::string_view text) { mailbox->put(std::string(text)); },
       [mailbox](Result<service::QueryOutcome> r) {
         mailbox->put(std::move(r));
         mailbox->close();
@@ -285,8 +288,7 @@ net::awaitable<Outcome> query(Call& call) {
 }
 
 net::awaitable<Outcome> events(Call& call) {
-  auto h = call.service.handle(call.params[0]);
-  if (!h) co_return Outcome{error_response(call.request, Error::not_found("unknown session: " + call.params[0]))};
+  const auto h = call.session;
   std::optional<std::uint64_t> after;
   if (auto it = call.request.find("Last-Event-ID"); it != call.request.end()) {
     try {
@@ -322,9 +324,10 @@ net::awaitable<Outcome> events(Call& call) {
 
 net::awaitable<Outcome> context(Call& call) {
   Service& svc = call.service;
-  const std::string id = call.params[0];
   std::string question = query_param(call.query, "question").value_or("");
-  auto start = [&svc, id, question = std::move(question)](auto done) { svc.prompt(id, question, done); };
+  auto start = [&svc, session = call.session, question = std::move(question)](auto done) {
+    svc.prompt(session, question, done);
+  };
   auto prompt = co_await await_callback<Result<Service::Prompt>>(start);
   if (!prompt) co_return Outcome{error_response(call.request, prompt.error())};
   co_return Outcome{json_response(call.request, http::status::ok, prompt_json(*prompt, svc.model()))};
@@ -334,13 +337,13 @@ net::awaitable<Outcome> add_flash(Call& call) {
   AOI_TRY(body, parse_object(call.request.body()));
   AOI_TRY(flash, parse_flash(body));
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
-  auto added = call.service.add_flash(call.params[0], flash.first, flash.second);
+  auto added = call.service.add_flash(call.session, flash.first, flash.second);
   if (!added) co_return Outcome{error_response(call.request, added.error())};
   co_return Outcome{json_response(call.request, http::status::created, flash_json(*added))};
 }
 
 net::awaitable<Outcome> list_flash(Call& call) {
-  auto list = call.service.list_flash(call.params[0]);
+  auto list = call.service.list_flash(call.session);
   if (!list) co_return Outcome{error_response(call.request, list.error())};
   json out = json::array();
   for (const auto& f : *list) out.push_back(flash_json(f));
@@ -348,7 +351,7 @@ net::awaitable<Outcome> list_flash(Call& call) {
 }
 
 net::awaitable<Outcome> remove_flash(Call& call) {
-  Status removed = call.service.remove_flash(call.params[0], call.params[1]);
+  Status removed = call.service.remove_flash(call.session, call.params[1]);
   if (!removed) co_return Outcome{error_response(call.request, removed.error())};
   co_return Outcome{json_response(call.request, http::status::ok, json{{"fid", call.params[1]}, {"deleted", true}})};
 }

@@ -47,8 +47,10 @@ void send_refusal(const Outbox& out, const QuotaRefusal& refusal, const json& re
   out.send(with_ref({{"op", "error"}, {"error", std::move(error)}}, ref));
 }
 
-void handle_frame(Call& call, const std::string& id, const std::string& text, const Outbox& out) {
+// Every frame acts on the session the socket was opened on (call.session), never on whichever has its id later.
+void handle_frame(Call& call, const std::string& text, const Outbox& out) {
   service::Service& svc = call.service;
+  const auto& session = call.session;
   auto frame = parse_object(text);
   if (!frame) return send_error(out, frame.error(), nullptr);
   const json ref = frame->contains("ref") ? (*frame)["ref"] : json(nullptr);
@@ -59,7 +61,7 @@ void handle_frame(Call& call, const std::string& id, const std::string& text, co
     if (auto refused = call.quotas.take_records(*call.tenant, static_cast<double>(records->size()))) {
       return send_refusal(out, *refused, ref);
     }
-    auto pushed = svc.push(id, std::move(records).value());
+    auto pushed = svc.push(session, std::move(records).value());
     if (!pushed) return send_error(out, pushed.error(), ref);
     json reply = push_json(*pushed);
     reply["op"] = "pushed";
@@ -78,7 +80,7 @@ void handle_frame(Call& call, const std::string& id, const std::string& text, co
     if (form.stream) {
       on_text = [out, ref](std::string_view piece) { out.send(with_ref({{"op", "token"}, {"text", piece}}, ref)); };
     }
-    svc.query(id, std::move(request).value(), on_text,
+    svc.query(session, std::move(request).value(), on_text,
               [out, ref, details = form.details](Result<service::QueryOutcome> r) {
                 if (!r) return send_error(out, r.error(), ref);
                 json reply = answer_json(*r, details);
@@ -94,14 +96,14 @@ void handle_frame(Call& call, const std::string& id, const std::string& text, co
     auto flash = parse_flash(body);
     if (!flash) return send_error(out, flash.error(), ref);
     if (auto refused = call.quotas.take_query(*call.tenant)) return send_refusal(out, *refused, ref);
-    auto added = svc.add_flash(id, flash->first, flash->second);
+    auto added = svc.add_flash(session, flash->first, flash->second);
     if (!added) return send_error(out, added.error(), ref);
     json reply = flash_json(*added);
     reply["op"] = "flash_added";
     return out.send(with_ref(std::move(reply), ref));
   }
   if (op == "flash_list") {
-    auto list = svc.list_flash(id);
+    auto list = svc.list_flash(session);
     if (!list) return send_error(out, list.error(), ref);
     json items = json::array();
     for (const auto& f : *list) items.push_back(flash_json(f));
@@ -109,7 +111,7 @@ void handle_frame(Call& call, const std::string& id, const std::string& text, co
   }
   if (op == "flash_remove") {
     const std::string fid = frame->value("fid", "");
-    if (Status st = svc.remove_flash(id, fid); !st) return send_error(out, st.error(), ref);
+    if (Status st = svc.remove_flash(session, fid); !st) return send_error(out, st.error(), ref);
     return out.send(with_ref({{"op", "flash_removed"}, {"fid", fid}}, ref));
   }
   send_error(out, Error::invalid("op", op.empty() ? "a frame needs \"op\"" : "unknown op \"" + op + "\""), ref);
@@ -134,15 +136,8 @@ net::awaitable<void> write_loop(std::shared_ptr<Socket> ws, std::shared_ptr<Mail
 }  // namespace
 
 net::awaitable<void> serve_websocket(Call& call) {
-  const std::string id = call.params[0];
-  auto handle = call.service.handle(id);
+  const auto handle = call.session;
   boost::system::error_code ec;
-  if (!handle) {
-    auto res = error_response(call.request, Error::not_found("unknown session: " + id));
-    res.keep_alive(false);
-    co_await http::async_write(call.stream, res, net::redirect_error(net::use_awaitable, ec));
-    co_return;
-  }
   auto ws = std::make_shared<Socket>(std::move(call.stream));
   ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   ws->read_message_max(call.options.max_body_bytes);
@@ -166,7 +161,7 @@ net::awaitable<void> serve_websocket(Call& call) {
       send_error(out, Error::malformed("frames are JSON text"), nullptr);
       continue;
     }
-    handle_frame(call, id, beast::buffers_to_string(buffer.data()), out);
+    handle_frame(call, beast::buffers_to_string(buffer.data()), out);
   }
   handle->events().unsubscribe(token);
   out.closed->store(true);

@@ -35,6 +35,9 @@ void restore_progress(SessionHandle& h, const SnapshotMeta& m) {
   ViewPublisher::publish_restored(h, m.data_version, m.consumed_seq);
 }
 
+Error unknown_session(std::string_view id) { return Error::not_found("unknown session: " + std::string(id)); }
+Error deleted_session(const SessionHandle& h) { return Error::not_found("session " + h.id() + " was deleted"); }
+
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // Runs an asynchronous call and waits for its result.
@@ -290,7 +293,7 @@ void Service::with_settled(const std::shared_ptr<SessionHandle>& handle, std::fu
       [st, handle, then = std::move(then), on_error](Status resident) mutable {
         if (!resident) return (*on_error)(resident.error());
         auto rt = st->runtime(*handle);
-        if (!rt) return (*on_error)(Error::not_found("session " + handle->id() + " was deleted"));
+        if (!rt) return (*on_error)(deleted_session(*handle));
         st->loop().add(std::make_unique<SettleLane>(*st, std::move(rt), std::move(then),
                                                     [on_error](const Error& e) { (*on_error)(e); }));
       },
@@ -352,16 +355,15 @@ Result<SessionView> Service::create_session(session::SessionConfig config) {
   return *(*created)->view();
 }
 
-void Service::delete_session(std::string_view id, std::function<void(Status)> done) {
-  std::shared_ptr<SessionHandle> handle;
+void Service::delete_session(const SessionRef& handle, std::function<void(Status)> done) {
   {
+    // Exactly this session: one deleted already, whose id another session has taken since, is gone.
     std::lock_guard lock(registry_mu_);
-    const auto it = registry_.find(id);
-    if (it == registry_.end()) {
-      done(Error::not_found("unknown session: " + std::string(id)));
+    const auto it = registry_.find(handle->id());
+    if (it == registry_.end() || it->second != handle) {
+      done(deleted_session(*handle));
       return;
     }
-    handle = it->second;
     registry_.erase(it);
   }
   // No push is accepted from now on; those accepted before are in its queue, counted below.
@@ -370,7 +372,7 @@ void Service::delete_session(std::string_view id, std::function<void(Status)> do
   loop_->post(
       [this, handle, reply] {
         InferenceState& st = *state_;
-        const Error deleted = Error::not_found("session " + handle->id() + " was deleted");
+        const Error deleted = deleted_session(*handle);
         const std::uint64_t dropped_before = handle->counters().records_dropped.load();
         if (auto rt = st.runtime(*handle)) {
           st.sessions().erase(handle->id());
@@ -416,7 +418,7 @@ std::shared_ptr<SessionHandle> Service::handle(std::string_view id) const {
 
 Result<SessionView> Service::session(std::string_view id) const {
   auto h = handle(id);
-  if (!h) return Error::not_found("unknown session: " + std::string(id));
+  if (!h) return unknown_session(id);
   return *h->view();
 }
 
@@ -434,9 +436,7 @@ std::vector<SessionView> Service::sessions() const {
   return out;
 }
 
-Result<PushResult> Service::push(std::string_view id, std::vector<RecordInput> records) {
-  auto h = handle(id);
-  if (!h) return Error::not_found("unknown session: " + std::string(id));
+Result<PushResult> Service::push(const SessionRef& h, std::vector<RecordInput> records) {
   if (h->residency.load() == Residency::kDamaged) {
     return Error::damaged("session " + h->id() + " is damaged: " + h->view()->damage);
   }
@@ -456,14 +456,13 @@ Result<PushResult> Service::push(std::string_view id, std::vector<RecordInput> r
   return result;
 }
 
-Result<PushResult> Service::push_text(std::string_view id, std::vector<std::string> records) {
+Result<PushResult> Service::push_text(const SessionRef& h, std::vector<std::string> records) {
   return push(
-      id, std::vector<RecordInput>(std::make_move_iterator(records.begin()), std::make_move_iterator(records.end())));
+      h, std::vector<RecordInput>(std::make_move_iterator(records.begin()), std::make_move_iterator(records.end())));
 }
 
-Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens) {
-  auto h = handle(id);
-  if (!h) return Error::not_found("unknown session: " + std::string(id));
+Result<FlashQuery> Service::add_flash(const SessionRef& h, std::string question, int max_tokens) {
+  if (h->deleted.load()) return deleted_session(*h);
   if (max_tokens < 1 || max_tokens > 1024) return Error::invalid("max_tokens", "must be between 1 and 1024");
   if (normalize_question(question).empty()) return Error::invalid("question", "question is empty");
   auto added = h->flash().add(std::move(question), max_tokens);
@@ -475,7 +474,7 @@ Result<FlashQuery> Service::add_flash(std::string_view id, std::string question,
       return st.error();
     }
   }
-  if (h->deleted.load()) return Error::not_found("session " + h->id() + " was deleted");
+  if (h->deleted.load()) return deleted_session(*h);
   h->flash_requested = true;  // an answer for the current version
   if (h->residency.load() == Residency::kResident) {
     loop_->wake();
@@ -486,30 +485,24 @@ Result<FlashQuery> Service::add_flash(std::string_view id, std::string question,
   return added;
 }
 
-Result<std::vector<FlashQuery>> Service::list_flash(std::string_view id) const {
-  auto h = handle(id);
-  if (!h) return Error::not_found("unknown session: " + std::string(id));
+Result<std::vector<FlashQuery>> Service::list_flash(const SessionRef& h) const {
+  if (h->deleted.load()) return deleted_session(*h);
   return h->flash().list();
 }
 
-Status Service::remove_flash(std::string_view id, std::string_view fid) {
-  auto h = handle(id);
-  if (!h) return Error::not_found("unknown session: " + std::string(id));
+Status Service::remove_flash(const SessionRef& h, std::string_view fid) {
+  if (h->deleted.load()) return deleted_session(*h);
   if (Status st = h->flash().remove(fid); !st) return st;
   if (h->files()) {
     if (Status st = h->files()->save_flash(h->flash().list(), h->flash().next_id()); !st) return st;
   }
-  if (h->deleted.load()) return Error::not_found("session " + h->id() + " was deleted");
+  if (h->deleted.load()) return deleted_session(*h);
   return {};
 }
 
-void Service::query(std::string_view id, QueryRequest request, std::function<void(std::string_view)> on_text,
+void Service::query(const SessionRef& h, QueryRequest request, std::function<void(std::string_view)> on_text,
                     std::function<void(Result<QueryOutcome>)> done) {
-  auto h = handle(id);
-  if (!h) {
-    done(Error::not_found("unknown session: " + std::string(id)));
-    return;
-  }
+  if (h->deleted.load()) return done(deleted_session(*h));
   if (request.wait_timeout > params_.max_wait) request.wait_timeout = params_.max_wait;
   if (const std::uint64_t replay = h->replay_until.load(); replay > h->seq_ingested()) {
     // Back from a restart with records to ingest again: answer on them, as the session would have.
@@ -534,7 +527,7 @@ void Service::query(std::string_view id, QueryRequest request, std::function<voi
       [st, h, request = std::move(request), on_text = std::move(on_text), reply](Status resident) mutable {
         if (!resident) return (*reply)(resident.error());
         auto rt = st->runtime(*h);
-        if (!rt) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        if (!rt) return (*reply)(deleted_session(*h));
         st->loop().add(std::make_unique<QueryLane>(std::move(rt), std::move(request), std::move(on_text),
                                                    [reply, st](Result<QueryOutcome> r) {
                                                      if (r) st->count_drafts(r->answer.details);
@@ -647,12 +640,8 @@ Result<GenerateOutcome> Service::generate(GenerateRequest request) {
   return wait_for<Result<GenerateOutcome>>([&](auto done) { generate(std::move(request), {}, std::move(done)); });
 }
 
-void Service::prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done) {
-  auto h = handle(id);
-  if (!h) {
-    done(Error::not_found("unknown session: " + std::string(id)));
-    return;
-  }
+void Service::prompt(const SessionRef& h, std::string question, std::function<void(Result<Prompt>)> done) {
+  if (h->deleted.load()) return done(deleted_session(*h));
   auto reply = std::make_shared<std::function<void(Result<Prompt>)>>(std::move(done));
   InferenceState* st = state_.get();
   with_resident(
@@ -660,7 +649,7 @@ void Service::prompt(std::string_view id, std::string question, std::function<vo
       [st, h, question = std::move(question), reply](Status resident) {
         if (!resident) return (*reply)(resident.error());
         const auto rt = st->runtime(*h);
-        if (!rt) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        if (!rt) return (*reply)(deleted_session(*h));
         const session::Session& s = *rt->session;
         Prompt p;
         p.context = s.context_tokens();
@@ -675,19 +664,14 @@ void Service::prompt(std::string_view id, std::string question, std::function<vo
       [reply](const Error& e) { (*reply)(e); });
 }
 
-void Service::latest_records(std::string_view id, size_t n, std::function<void(Result<LatestRecords>)> done) {
-  auto h = handle(id);
-  if (!h) {
-    done(Error::not_found("unknown session: " + std::string(id)));
-    return;
-  }
+void Service::latest_records(const SessionRef& h, size_t n, std::function<void(Result<LatestRecords>)> done) {
   auto reply = std::make_shared<std::function<void(Result<LatestRecords>)>>(std::move(done));
   InferenceState* st = state_.get();
   // Straight onto the loop, not through with_resident: a viewer's look must not move sessions between the
   // cache and the disk, nor count as a use.
   loop_->post(
       [st, h, n, reply] {
-        if (h->deleted.load()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        if (h->deleted.load()) return (*reply)(deleted_session(*h));
         LatestRecords out;
         const auto rt = st->runtime(*h);
         if (!rt) return (*reply)(std::move(out));
@@ -705,12 +689,8 @@ void Service::latest_records(std::string_view id, size_t n, std::function<void(R
       [reply](const Error& e) { (*reply)(e); });
 }
 
-void Service::export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done) {
-  auto h = handle(id);
-  if (!h) {
-    done(Error::not_found("unknown session: " + std::string(id)));
-    return;
-  }
+void Service::export_session(const SessionRef& h, std::function<void(Result<ExportedSession>)> done) {
+  if (h->deleted.load()) return done(deleted_session(*h));
   auto reply = std::make_shared<std::function<void(Result<ExportedSession>)>>(std::move(done));
   InferenceState* st = state_.get();
   with_settled(
@@ -726,9 +706,8 @@ void Service::export_session(std::string_view id, std::function<void(Result<Expo
       [reply](const Error& e) { (*reply)(e); });
 }
 
-void Service::save_session(std::string_view id, std::function<void(Result<SaveOutcome>)> done) {
-  auto h = handle(id);
-  if (!h) return done(Error::not_found("unknown session: " + std::string(id)));
+void Service::save_session(const SessionRef& h, std::function<void(Result<SaveOutcome>)> done) {
+  if (h->deleted.load()) return done(deleted_session(*h));
   if (!persistence_)
     return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
   auto reply = std::make_shared<std::function<void(Result<SaveOutcome>)>>(std::move(done));
@@ -752,16 +731,15 @@ void Service::save_session(std::string_view id, std::function<void(Result<SaveOu
       [reply](const Error& e) { (*reply)(e); });
 }
 
-void Service::unload_session(std::string_view id, std::function<void(Status)> done) {
-  auto h = handle(id);
-  if (!h) return done(Error::not_found("unknown session: " + std::string(id)));
+void Service::unload_session(const SessionRef& h, std::function<void(Status)> done) {
+  if (h->deleted.load()) return done(deleted_session(*h));
   if (!persistence_)
     return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
   auto reply = std::make_shared<std::function<void(Status)>>(std::move(done));
   InferenceState* st = state_.get();
   loop_->post(
       [st, h, reply] {
-        if (h->deleted.load()) return (*reply)(Error::not_found("session " + h->id() + " was deleted"));
+        if (h->deleted.load()) return (*reply)(deleted_session(*h));
         auto rt = st->runtime(*h);
         if (!rt) {
           if (h->residency.load() != Residency::kRestoring) return (*reply)({});  // on disk already
@@ -778,9 +756,8 @@ void Service::unload_session(std::string_view id, std::function<void(Status)> do
       [reply](const Error& e) { (*reply)(e); });
 }
 
-void Service::load_session(std::string_view id, std::function<void(Result<double>)> done) {
-  auto h = handle(id);
-  if (!h) return done(Error::not_found("unknown session: " + std::string(id)));
+void Service::load_session(const SessionRef& h, std::function<void(Result<double>)> done) {
+  if (h->deleted.load()) return done(deleted_session(*h));
   const auto t0 = std::chrono::steady_clock::now();
   const bool resident = h->residency.load() == Residency::kResident;
   auto reply = std::make_shared<std::function<void(Result<double>)>>(std::move(done));
@@ -838,6 +815,74 @@ void Service::import_session(store::SnapshotData snapshot, std::string id, std::
   }
   h.resume(meta->consumed_seq, {});
   start_session(std::move(handle).value(), std::move(snapshot), std::move(done));
+}
+
+// ---- The same operations by id, each resolving it once (for in-process callers: tools and tests) ----
+
+void Service::export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done) {
+  if (auto h = handle(id)) return export_session(h, std::move(done));
+  done(unknown_session(id));
+}
+
+void Service::save_session(std::string_view id, std::function<void(Result<SaveOutcome>)> done) {
+  if (auto h = handle(id)) return save_session(h, std::move(done));
+  done(unknown_session(id));
+}
+
+void Service::unload_session(std::string_view id, std::function<void(Status)> done) {
+  if (auto h = handle(id)) return unload_session(h, std::move(done));
+  done(unknown_session(id));
+}
+
+void Service::load_session(std::string_view id, std::function<void(Result<double>)> done) {
+  if (auto h = handle(id)) return load_session(h, std::move(done));
+  done(unknown_session(id));
+}
+
+void Service::delete_session(std::string_view id, std::function<void(Status)> done) {
+  if (auto h = handle(id)) return delete_session(h, std::move(done));
+  done(unknown_session(id));
+}
+
+Result<PushResult> Service::push(std::string_view id, std::vector<RecordInput> records) {
+  if (auto h = handle(id)) return push(h, std::move(records));
+  return unknown_session(id);
+}
+
+Result<PushResult> Service::push_text(std::string_view id, std::vector<std::string> records) {
+  if (auto h = handle(id)) return push_text(h, std::move(records));
+  return unknown_session(id);
+}
+
+void Service::query(std::string_view id, QueryRequest request, std::function<void(std::string_view)> on_text,
+                    std::function<void(Result<QueryOutcome>)> done) {
+  if (auto h = handle(id)) return query(h, std::move(request), std::move(on_text), std::move(done));
+  done(unknown_session(id));
+}
+
+Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens) {
+  if (auto h = handle(id)) return add_flash(h, std::move(question), max_tokens);
+  return unknown_session(id);
+}
+
+Result<std::vector<FlashQuery>> Service::list_flash(std::string_view id) const {
+  if (auto h = handle(id)) return list_flash(h);
+  return unknown_session(id);
+}
+
+Status Service::remove_flash(std::string_view id, std::string_view fid) {
+  if (auto h = handle(id)) return remove_flash(h, fid);
+  return unknown_session(id);
+}
+
+void Service::prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done) {
+  if (auto h = handle(id)) return prompt(h, std::move(question), std::move(done));
+  done(unknown_session(id));
+}
+
+void Service::latest_records(std::string_view id, size_t n, std::function<void(Result<LatestRecords>)> done) {
+  if (auto h = handle(id)) return latest_records(h, n, std::move(done));
+  done(unknown_session(id));
 }
 
 void Service::run_on_inference_thread(std::function<void()> fn) {

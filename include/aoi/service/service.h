@@ -192,6 +192,12 @@ class Service {
   // Stops the inference thread; queued work fails with kNotReady. Idempotent.
   void shutdown();
 
+  // A session's operations take its handle, resolved from its id once by the caller (the server resolves it,
+  // and checks that the caller may see it, once per request): an operation on a session deleted meanwhile
+  // answers kNotFound, and a session that took its id since is never acted on in its place. The overloads by
+  // id resolve it once, for in-process callers (tools, tests).
+  using SessionRef = std::shared_ptr<SessionHandle>;
+
   // Sessions. create decodes Region 0 on the inference thread; an empty id gets a generated one. With a data
   // directory the session is on disk before it is created (a restart brings it back), and creating one
   // beyond max_sessions moves the least recently used idle session to disk.
@@ -201,12 +207,16 @@ class Service {
   void create_session(session::SessionConfig config, std::function<void(Created)> done);
   Result<SessionView> create_session(session::SessionConfig config);  // waits
   // Export: the session's state when it is next settled (no append in flight), as a self-contained snapshot.
+  void export_session(const SessionRef& session, std::function<void(Result<ExportedSession>)> done);
   void export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done);
   // With a data directory: a snapshot now, once the session is settled; answers once it is on disk.
+  void save_session(const SessionRef& session, std::function<void(Result<SaveOutcome>)> done);
   void save_session(std::string_view id, std::function<void(Result<SaveOutcome>)> done);
   // Moves a resident, idle session to disk now (kConflict while it works; a no-op when on disk already).
+  void unload_session(const SessionRef& session, std::function<void(Status)> done);
   void unload_session(std::string_view id, std::function<void(Status)> done);
   // Brings a session back into the cache now; the milliseconds it took (0 when it was there).
+  void load_session(const SessionRef& session, std::function<void(Result<double>)> done);
   void load_session(std::string_view id, std::function<void(Result<double>)> done);
   // Import: a session from an exported snapshot (made with this model and KV layout), under `id` (empty: the
   // id it was exported with), owned by `owner` (the importing tenant; empty: an admin). Errors: kDamaged (the
@@ -214,6 +224,7 @@ class Service {
   void import_session(store::SnapshotData snapshot, std::string id, std::string owner,
                       std::function<void(Created)> done);
   // Removes the session from view at once; its sequences are freed when no operation uses them.
+  void delete_session(const SessionRef& session, std::function<void(Status)> done);
   void delete_session(std::string_view id, std::function<void(Status)> done);
   Status delete_session(std::string_view id);  // waits
   Result<SessionView> session(std::string_view id) const;
@@ -226,10 +237,14 @@ class Service {
   // Appends records to the session's ring and returns at once (ingestion runs in the background). Invalid
   // records (empty text, objects without a template or missing a field) fail the whole push: nothing is
   // accepted.
+  Result<PushResult> push(const SessionRef& session, std::vector<RecordInput> records);
   Result<PushResult> push(std::string_view id, std::vector<RecordInput> records);
+  Result<PushResult> push_text(const SessionRef& session, std::vector<std::string> records);
   Result<PushResult> push_text(std::string_view id, std::vector<std::string> records);
 
   // Answers a question on the session's latest ingested state (or after min_seq is ingested).
+  void query(const SessionRef& session, QueryRequest request, std::function<void(std::string_view)> on_text,
+             std::function<void(Result<QueryOutcome>)> done);
   void query(std::string_view id, QueryRequest request, std::function<void(std::string_view)> on_text,
              std::function<void(Result<QueryOutcome>)> done);
   Result<QueryOutcome> query(std::string_view id, QueryRequest request);  // waits
@@ -245,8 +260,11 @@ class Service {
 
   // Flash queries. add: the question is answered after every data version from now on (and at once for the
   // current one). Errors: not_found, invalid (question, max_tokens), conflict (registered), overloaded (full).
+  Result<FlashQuery> add_flash(const SessionRef& session, std::string question, int max_tokens);
   Result<FlashQuery> add_flash(std::string_view id, std::string question, int max_tokens);
+  Result<std::vector<FlashQuery>> list_flash(const SessionRef& session) const;
   Result<std::vector<FlashQuery>> list_flash(std::string_view id) const;
+  Status remove_flash(const SessionRef& session, std::string_view fid);
   Status remove_flash(std::string_view id, std::string_view fid);
 
   // What a full recompute of this session decodes: Regions 0-1 and the scaffold, then the question's tokens
@@ -256,6 +274,7 @@ class Service {
     std::vector<engine::Token> question;
     std::uint64_t data_version = 0;
   };
+  void prompt(const SessionRef& session, std::string question, std::function<void(Result<Prompt>)> done);
   void prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done);
 
   // The newest records of a session's window as the model reads them (detokenized, without the closing
@@ -271,6 +290,7 @@ class Service {
     bool resident = false;
     std::vector<RecordText> records;  // oldest first, at most the `n` asked for
   };
+  void latest_records(const SessionRef& session, size_t n, std::function<void(Result<LatestRecords>)> done);
   void latest_records(std::string_view id, size_t n, std::function<void(Result<LatestRecords>)> done);
 
   // Runs fn on the inference thread between two passes and waits for it (tests, maintenance).

@@ -369,6 +369,58 @@ TEST(Service, DeleteWhileIngestingLosesNothingSilently) {
   EXPECT_TRUE(svc->create_session(config("a")).ok());
 }
 
+// A caller holds the session it resolved (the server resolves an id once per request, after checking the
+// caller may see it). Once that session is deleted, nothing done through it reaches another session created
+// under the same id since: each operation answers kNotFound and the new session is untouched.
+TEST(Service, AnOperationOnADeletedSessionNeverReachesTheOneThatTookItsId) {
+  AOI_SERVICE(svc);
+  ASSERT_TRUE(svc->create_session(config("a")).ok());
+  const Service::SessionRef old = svc->handle("a");
+  ASSERT_TRUE(old);
+  ASSERT_TRUE(svc->delete_session("a").ok());
+  ASSERT_TRUE(svc->create_session(config("a")).ok());
+  const Service::SessionRef now = svc->handle("a");
+  ASSERT_NE(old, now);
+
+  auto expect_gone = [](const Error& e, const char* what) {
+    EXPECT_EQ(e.type, ErrorType::kNotFound) << what << ": " << e.message;
+  };
+  auto pushed = svc->push_text(old, {"a record for the deleted session"});
+  ASSERT_FALSE(pushed.ok());
+  expect_gone(pushed.error(), "push");
+  auto added = svc->add_flash(old, "Is the trend UP or DOWN?", 4);
+  ASSERT_FALSE(added.ok());
+  expect_gone(added.error(), "add_flash");
+  auto listed = svc->list_flash(old);
+  ASSERT_FALSE(listed.ok());
+  expect_gone(listed.error(), "list_flash");
+  QueryRequest q;
+  q.question = "Trend?";
+  q.generation.max_tokens = 2;
+  std::promise<Result<QueryOutcome>> asked;
+  svc->query(old, q, {}, [&](Result<QueryOutcome> r) { asked.set_value(std::move(r)); });
+  auto answer = asked.get_future().get();
+  ASSERT_FALSE(answer.ok());
+  expect_gone(answer.error(), "query");
+  std::promise<Result<ExportedSession>> exported;
+  svc->export_session(old, [&](Result<ExportedSession> r) { exported.set_value(std::move(r)); });
+  auto exp = exported.get_future().get();
+  ASSERT_FALSE(exp.ok());
+  expect_gone(exp.error(), "export");
+  std::promise<Status> deleted;
+  svc->delete_session(old, [&](Status st) { deleted.set_value(std::move(st)); });
+  const Status del = deleted.get_future().get();
+  ASSERT_FALSE(del.ok());
+  expect_gone(del.error(), "delete");
+
+  // The session that took the id saw none of it.
+  EXPECT_EQ(svc->handle("a"), now);
+  EXPECT_EQ(now->counters().records_pushed.load(), 0u);
+  EXPECT_EQ(now->counters().queries.load(), 0u);
+  EXPECT_TRUE(now->flash().list().empty());
+  EXPECT_TRUE(svc->query("a", q).ok());
+}
+
 TEST(Service, ShutdownCompletesEveryPendingRequest) {
   AOI_SERVICE(svc, 8192, 64, 64);
   ASSERT_TRUE(svc->create_session(config("a", 3000)).ok());
