@@ -13,6 +13,7 @@
 #include "inference_state.h"
 #include "persistence.h"
 #include "query_lane.h"
+#include "reply.h"
 #include "session_codec.h"
 #include "session_view.h"
 #include "settle_lane.h"
@@ -287,27 +288,26 @@ void Service::with_resident(const std::shared_ptr<SessionHandle>& handle, std::f
 void Service::with_settled(const std::shared_ptr<SessionHandle>& handle, std::function<void(SessionRuntime&)> then,
                            std::function<void(const Error&)> fail) {
   InferenceState* st = state_.get();
-  auto on_error = std::make_shared<std::function<void(const Error&)>>(std::move(fail));
+  // Each path that can fail holds its own copy of `fail`: one of them runs it.
   with_resident(
       handle,
-      [st, handle, then = std::move(then), on_error](Status resident) mutable {
-        if (!resident) return (*on_error)(resident.error());
+      [st, handle, then = std::move(then), fail](Status resident) mutable {
+        if (!resident) return fail(resident.error());
         auto rt = st->runtime(*handle);
-        if (!rt) return (*on_error)(deleted_session(*handle));
-        st->loop().add(std::make_unique<SettleLane>(*st, std::move(rt), std::move(then),
-                                                    [on_error](const Error& e) { (*on_error)(e); }));
+        if (!rt) return fail(deleted_session(*handle));
+        st->loop().add(std::make_unique<SettleLane>(*st, std::move(rt), std::move(then), std::move(fail)));
       },
-      [on_error](const Error& e) { (*on_error)(e); });
+      fail);
 }
 
 void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
                             std::function<void(Created)> done) {
   const std::string id = handle->id();
-  auto reply = std::make_shared<std::function<void(Created)>>(std::move(done));
+  const Reply<Created> reply(std::move(done));
   auto on_error = [this, id, handle, reply](Error e) {
     forget_creating(id);
     if (persistence_ && handle->files()) (void)persistence_->remove(handle->files());
-    (*reply)(std::move(e));
+    reply(std::move(e));
   };
   const auto source = snapshot ? CreateLane::Source::kSnapshot : CreateLane::Source::kNew;
   loop_->post(
@@ -321,7 +321,7 @@ void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional
                                                        creating_.erase(handle->id());
                                                        registry_.emplace(handle->id(), handle);
                                                      }
-                                                     (*reply)(handle);
+                                                     reply(handle);
                                                    }));
       },
       [on_error](const Error& e) { on_error(e); });
@@ -368,7 +368,7 @@ void Service::delete_session(const SessionRef& handle, std::function<void(Status
   }
   // No push is accepted from now on; those accepted before are in its queue, counted below.
   handle->close();
-  auto reply = std::make_shared<std::function<void(Status)>>(std::move(done));
+  const Reply<Status> reply(std::move(done));
   loop_->post(
       [this, handle, reply] {
         InferenceState& st = *state_;
@@ -401,9 +401,9 @@ void Service::delete_session(const SessionRef& handle, std::function<void(Status
             spdlog::error("session {}: {}", handle->id(), removed.error().message);
           }
         }
-        (*reply)({});
+        reply(Status{});
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 Status Service::delete_session(std::string_view id) {
@@ -520,21 +520,21 @@ void Service::query(const SessionRef& h, QueryRequest request, std::function<voi
     done(std::move(*fast));
     return;
   }
-  auto reply = std::make_shared<std::function<void(Result<QueryOutcome>)>>(std::move(done));
+  const Reply<Result<QueryOutcome>> reply(std::move(done));
   InferenceState* st = state_.get();
   with_resident(
       h,
       [st, h, request = std::move(request), on_text = std::move(on_text), reply](Status resident) mutable {
-        if (!resident) return (*reply)(resident.error());
+        if (!resident) return reply(resident.error());
         auto rt = st->runtime(*h);
-        if (!rt) return (*reply)(deleted_session(*h));
+        if (!rt) return reply(deleted_session(*h));
         st->loop().add(std::make_unique<QueryLane>(std::move(rt), std::move(request), std::move(on_text),
                                                    [reply, st](Result<QueryOutcome> r) {
                                                      if (r) st->count_drafts(r->answer.details);
-                                                     (*reply)(std::move(r));
+                                                     reply(std::move(r));
                                                    }));
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 Result<QueryOutcome> Service::query(std::string_view id, QueryRequest request) {
@@ -624,16 +624,16 @@ void Service::generate(GenerateRequest request, std::function<void(std::string_v
       return;
     }
   }
-  auto reply = std::make_shared<std::function<void(Result<GenerateOutcome>)>>(std::move(done));
+  const Reply<Result<GenerateOutcome>> reply(std::move(done));
   loop_->post(
       [this, tokens = std::move(tokens).value(), request = std::move(request), on_text = std::move(on_text), reply,
        key = std::move(key)]() mutable {
         InferenceState& st = *state_;
         st.loop().add(std::make_unique<CompletionLane>(
             st, st.next_tenant(), std::move(tokens), std::move(request), std::move(on_text),
-            [reply](Result<GenerateOutcome> r) { (*reply)(std::move(r)); }, responses_.get(), std::move(key)));
+            [reply](Result<GenerateOutcome> r) { reply(std::move(r)); }, responses_.get(), std::move(key)));
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 Result<GenerateOutcome> Service::generate(GenerateRequest request) {
@@ -642,39 +642,39 @@ Result<GenerateOutcome> Service::generate(GenerateRequest request) {
 
 void Service::prompt(const SessionRef& h, std::string question, std::function<void(Result<Prompt>)> done) {
   if (h->deleted.load()) return done(deleted_session(*h));
-  auto reply = std::make_shared<std::function<void(Result<Prompt>)>>(std::move(done));
+  const Reply<Result<Prompt>> reply(std::move(done));
   InferenceState* st = state_.get();
   with_resident(
       h,
       [st, h, question = std::move(question), reply](Status resident) {
-        if (!resident) return (*reply)(resident.error());
+        if (!resident) return reply(resident.error());
         const auto rt = st->runtime(*h);
-        if (!rt) return (*reply)(deleted_session(*h));
+        if (!rt) return reply(deleted_session(*h));
         const session::Session& s = *rt->session;
         Prompt p;
         p.context = s.context_tokens();
         p.data_version = s.data_version();
         if (!question.empty()) {
           auto q = s.question_tokens(question);
-          if (!q) return (*reply)(q.error());
+          if (!q) return reply(q.error());
           p.question = std::move(q).value();
         }
-        (*reply)(std::move(p));
+        reply(std::move(p));
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 void Service::latest_records(const SessionRef& h, size_t n, std::function<void(Result<LatestRecords>)> done) {
-  auto reply = std::make_shared<std::function<void(Result<LatestRecords>)>>(std::move(done));
+  const Reply<Result<LatestRecords>> reply(std::move(done));
   InferenceState* st = state_.get();
   // Straight onto the loop, not through with_resident: a viewer's look must not move sessions between the
   // cache and the disk, nor count as a use.
   loop_->post(
       [st, h, n, reply] {
-        if (h->deleted.load()) return (*reply)(deleted_session(*h));
+        if (h->deleted.load()) return reply(deleted_session(*h));
         LatestRecords out;
         const auto rt = st->runtime(*h);
-        if (!rt) return (*reply)(std::move(out));
+        if (!rt) return reply(std::move(out));
         const session::Session& s = *rt->session;
         out.resident = true;
         out.data_version = s.data_version();
@@ -684,14 +684,14 @@ void Service::latest_records(const SessionRef& h, size_t n, std::function<void(R
           if (!text.empty() && text.back() == '\n') text.pop_back();
           out.records.push_back({records[i].seq, std::move(text), static_cast<int>(records[i].tokens.size())});
         }
-        (*reply)(std::move(out));
+        reply(std::move(out));
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 void Service::export_session(const SessionRef& h, std::function<void(Result<ExportedSession>)> done) {
   if (h->deleted.load()) return done(deleted_session(*h));
-  auto reply = std::make_shared<std::function<void(Result<ExportedSession>)>>(std::move(done));
+  const Reply<Result<ExportedSession>> reply(std::move(done));
   InferenceState* st = state_.get();
   with_settled(
       h,
@@ -701,16 +701,16 @@ void Service::export_session(const SessionRef& h, std::function<void(Result<Expo
         out.last_seq = meta.consumed_seq;
         out.data_version = meta.data_version;
         out.snapshot = encode_session_snapshot(meta, rt.session->save());
-        (*reply)(std::move(out));
+        reply(std::move(out));
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 void Service::save_session(const SessionRef& h, std::function<void(Result<SaveOutcome>)> done) {
   if (h->deleted.load()) return done(deleted_session(*h));
   if (!persistence_)
     return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
-  auto reply = std::make_shared<std::function<void(Result<SaveOutcome>)>>(std::move(done));
+  const Reply<Result<SaveOutcome>> reply(std::move(done));
   InferenceState* st = state_.get();
   with_settled(
       h,
@@ -721,54 +721,54 @@ void Service::save_session(const SessionRef& h, std::function<void(Result<SaveOu
         // The answer is made where the write is heard (the writer thread), from its own copy of what is known.
         st->take_snapshot(
             rt, [reply, out](const Status& written, std::uint64_t bytes, double copy_ms, double write_ms) mutable {
-              if (!written) return (*reply)(written.error());
+              if (!written) return reply(written.error());
               out.bytes = bytes;
               out.copy_ms = copy_ms;
               out.write_ms = write_ms;
-              (*reply)(out);
+              reply(out);
             });
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 void Service::unload_session(const SessionRef& h, std::function<void(Status)> done) {
   if (h->deleted.load()) return done(deleted_session(*h));
   if (!persistence_)
     return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
-  auto reply = std::make_shared<std::function<void(Status)>>(std::move(done));
+  const Reply<Status> reply(std::move(done));
   InferenceState* st = state_.get();
   loop_->post(
       [st, h, reply] {
-        if (h->deleted.load()) return (*reply)(deleted_session(*h));
+        if (h->deleted.load()) return reply(deleted_session(*h));
         auto rt = st->runtime(*h);
         if (!rt) {
-          if (h->residency.load() != Residency::kRestoring) return (*reply)({});  // on disk already
-          return (*reply)(Error::not_ready("session " + h->id() + " is on its way back into the cache"));
+          if (h->residency.load() != Residency::kRestoring) return reply(Status{});  // on disk already
+          return reply(Error::not_ready("session " + h->id() + " is on its way back into the cache"));
         }
         if (!st->idle(*rt)) {
-          return (*reply)(Error::conflict("session " + h->id() +
-                                          " is working (ingesting, answering or in a flash "
-                                          "round); it goes to disk once idle and another session needs room"));
+          return reply(Error::conflict("session " + h->id() +
+                                       " is working (ingesting, answering or in a flash "
+                                       "round); it goes to disk once idle and another session needs room"));
         }
         st->offload(std::move(rt));
-        (*reply)({});
+        reply(Status{});
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 void Service::load_session(const SessionRef& h, std::function<void(Result<double>)> done) {
   if (h->deleted.load()) return done(deleted_session(*h));
   const auto t0 = std::chrono::steady_clock::now();
   const bool resident = h->residency.load() == Residency::kResident;
-  auto reply = std::make_shared<std::function<void(Result<double>)>>(std::move(done));
+  const Reply<Result<double>> reply(std::move(done));
   with_resident(
       h,
       [reply, t0, resident](Status st) {
-        if (!st) return (*reply)(st.error());
-        (*reply)(resident ? 0.0
-                          : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        if (!st) return reply(st.error());
+        reply(resident ? 0.0
+                       : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       },
-      [reply](const Error& e) { (*reply)(e); });
+      [reply](const Error& e) { reply.fail(e); });
 }
 
 void Service::import_session(store::SnapshotData snapshot, std::string id, std::string owner,
