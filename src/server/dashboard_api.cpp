@@ -118,7 +118,7 @@ net::awaitable<Outcome> latest_records(Call& call) {
   }
   co_return Outcome{json_response(call.request, http::status::ok,
                                   {{"id", id},
-                                   {"residency", service::residency_name(handle->residency.load())},
+                                   {"residency", service::residency_name(handle->residency())},
                                    {"data_version", latest->resident ? latest->data_version : handle->data_version()},
                                    {"records", records}})};
 }

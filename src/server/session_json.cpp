@@ -141,7 +141,7 @@ json session_json(const service::SessionView& s, const service::SessionHandle& h
   json out = {
       {"id", s.id},
       {"tenant", h.config().owner},
-      {"residency", service::residency_name(h.residency.load())},
+      {"residency", service::residency_name(s.residency)},
       {"mode", session::session_mode_name(s.mode)},
       {"eviction", session::eviction_policy_name(s.eviction)},
       {"data_version", s.data_version},

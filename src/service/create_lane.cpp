@@ -5,6 +5,7 @@
 #include "flash_lane.h"
 #include "ingest_lane.h"
 #include "persistence.h"
+#include "session_view.h"
 
 namespace aoi::service {
 
@@ -143,7 +144,7 @@ void CreateLane::finish() {
   state_.publish_view(rt);
   state_.loop().add(std::make_unique<IngestLane>(state_, rt_));
   state_.loop().add(std::make_unique<FlashLane>(state_, rt_));
-  h.residency = Residency::kResident;
+  ViewPublisher::move(h, Residency::kResident);
   // Records that came while it was away are ingested now.
   if (h.pending() > 0) state_.loop().wake();
   complete({});

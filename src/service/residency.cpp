@@ -123,7 +123,7 @@ void InferenceState::offload(std::shared_ptr<SessionRuntime> rt) {
   SessionHandle& h = *rt->handle;
   // Its state goes to the data directory (readable at once, written in the background).
   take_snapshot(*rt);
-  h.residency.store(Residency::kOnDisk);
+  ViewPublisher::move(h, Residency::kOnDisk);
   sessions_.erase(h.id());
   const std::uint64_t tenant = rt->tenant;
   loop().retire_lanes([tenant](const sched::Lane& lane) { return lane.tenant() == tenant; });
@@ -143,7 +143,7 @@ std::shared_ptr<SessionRuntime> InferenceState::runtime(const SessionHandle& han
 void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then) {
   if (handle->deleted.load()) return then(Error::not_found("session " + handle->id() + " was deleted"));
   if (runtime(*handle)) return then({});
-  if (handle->residency.load() == Residency::kDamaged) {
+  if (handle->residency() == Residency::kDamaged) {
     return then(Error::damaged("session " + handle->id() + " is damaged: " + handle->view()->damage));
   }
   Restoring& restoring = restoring_[handle->id()];
@@ -154,18 +154,17 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
   }
   restoring.waiters.push_back(std::move(then));
   if (restoring.waiters.size() > 1) return;  // on its way already
-  handle->residency = Residency::kRestoring;
+  ViewPublisher::move(*handle, Residency::kRestoring);
   const std::string id = handle->id();
   loop().add(std::make_unique<CreateLane>(
       *this, handle, CreateLane::Source::kStore, std::nullopt, [this, id, handle](Status st) {
         if (!st) {
           if (st.error().type == ErrorType::kDamaged) {
             handle->progress().damage = st.error().message;
-            ViewPublisher::publish(*handle);
-            handle->residency = Residency::kDamaged;
+            ViewPublisher::move(*handle, Residency::kDamaged);
             spdlog::error("session {} cannot come back: {}", id, st.error().message);
           } else {
-            handle->residency = Residency::kOnDisk;
+            ViewPublisher::move(*handle, Residency::kOnDisk);
           }
         }
         resident(*handle, st);

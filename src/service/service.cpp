@@ -167,7 +167,7 @@ void Service::recover_sessions() {
       ViewPublisher::publish(h);
     }
     h.resume(r.last_seq, std::move(r.tail));
-    h.residency = r.damage.empty() ? Residency::kOnDisk : Residency::kDamaged;
+    ViewPublisher::move(h, r.damage.empty() ? Residency::kOnDisk : Residency::kDamaged);
     if (!r.damage.empty()) spdlog::error("session {}: damaged: {}", r.config.id, r.damage);
     std::lock_guard lock(registry_mu_);
     registry_.emplace(h.id(), *handle);
@@ -437,7 +437,7 @@ std::vector<SessionView> Service::sessions() const {
 }
 
 Result<PushResult> Service::push(const SessionRef& h, std::vector<RecordInput> records) {
-  if (h->residency.load() == Residency::kDamaged) {
+  if (h->residency() == Residency::kDamaged) {
     return Error::damaged("session " + h->id() + " is damaged: " + h->view()->damage);
   }
   if (Status valid = h->validate(records); !valid) return valid.error();
@@ -447,7 +447,7 @@ Result<PushResult> Service::push(const SessionRef& h, std::vector<RecordInput> r
   // A session on disk comes back for its records (the push does not wait for it). Paired with the fence in
   // InferenceState::offload_one: one of the two sees the other.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (h->residency.load() != Residency::kResident) {
+  if (h->residency() != Residency::kResident) {
     with_resident(
         h, [](Status) {}, [](const Error&) {});
   } else {
@@ -476,7 +476,7 @@ Result<FlashQuery> Service::add_flash(const SessionRef& h, std::string question,
   }
   if (h->deleted.load()) return deleted_session(*h);
   h->flash_requested = true;  // an answer for the current version
-  if (h->residency.load() == Residency::kResident) {
+  if (h->residency() == Residency::kResident) {
     loop_->wake();
   } else {
     with_resident(
@@ -742,7 +742,7 @@ void Service::unload_session(const SessionRef& h, std::function<void(Status)> do
         if (h->deleted.load()) return reply(deleted_session(*h));
         auto rt = st->runtime(*h);
         if (!rt) {
-          if (h->residency.load() != Residency::kRestoring) return reply(Status{});  // on disk already
+          if (h->residency() != Residency::kRestoring) return reply(Status{});  // on disk already
           return reply(Error::not_ready("session " + h->id() + " is on its way back into the cache"));
         }
         if (!st->idle(*rt)) {
@@ -759,7 +759,7 @@ void Service::unload_session(const SessionRef& h, std::function<void(Status)> do
 void Service::load_session(const SessionRef& h, std::function<void(Result<double>)> done) {
   if (h->deleted.load()) return done(deleted_session(*h));
   const auto t0 = std::chrono::steady_clock::now();
-  const bool resident = h->residency.load() == Residency::kResident;
+  const bool resident = h->residency() == Residency::kResident;
   const Reply<Result<double>> reply(std::move(done));
   with_resident(
       h,
@@ -926,7 +926,7 @@ ServiceStats Service::stats() const {
     st.records_rejected += c.records_rejected.load();
     st.records_ingested += c.records_ingested.load();
     st.tokens_ingested += c.tokens_ingested.load();
-    switch (h->residency.load()) {
+    switch (h->residency()) {
       case Residency::kResident: st.sessions_resident++; break;
       case Residency::kOnDisk:
       case Residency::kRestoring: st.sessions_on_disk++; break;

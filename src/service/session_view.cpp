@@ -24,6 +24,7 @@ void fill_common(SessionView& v, const SessionHandle& h) {
   v.ingest_ms = p.ingest_ms;
   v.flash_ms = p.flash_ms;
   v.damage = p.damage;
+  v.residency = h.residency();
   v.data_interval_ms = h.push_interval_ms();
 }
 
@@ -63,6 +64,11 @@ void ViewPublisher::publish(SessionHandle& h) {
 void ViewPublisher::publish_restored(SessionHandle& h, std::uint64_t data_version, std::uint64_t seq_ingested) {
   h.data_version_ = data_version;
   h.seq_ingested_ = seq_ingested;
+  publish(h);
+}
+
+void ViewPublisher::move(SessionHandle& h, Residency residency) {
+  h.residency_.store(residency);
   publish(h);
 }
 

@@ -28,6 +28,9 @@ class ViewPublisher {
   // A handle being built from a checkpoint, not yet shared: off the cache, at the version and position the
   // checkpoint was taken at.
   static void publish_restored(SessionHandle& handle, std::uint64_t data_version, std::uint64_t seq_ingested);
+  // The session is moving (into the cache, to disk, found damaged): the residency every operation checks, and
+  // a view saying so.
+  static void move(SessionHandle& handle, Residency residency);
 
  private:
   static void store(SessionHandle& handle, SessionView view);

@@ -78,6 +78,7 @@ struct SessionView {
   std::uint64_t records_evicted = 0;
   std::uint64_t tokens_evicted = 0;
   std::uint64_t rebuilds = 0;  // recompute evictions
+  Residency residency = Residency::kResident;
   double created_unix = 0;
   // Background work per data version (paper §3.9.5): ingestion (+ scaffold) and flash evaluation, against
   // the observed interval between versions.
@@ -192,9 +193,10 @@ class SessionHandle {
   std::atomic<bool> flash_requested{false};
   // The session was deleted (set by close()): lanes stop, pushes fail.
   std::atomic<bool> deleted{false};
-  // Where it is. Sequentially consistent with the ring: a push stores its records and then reads this; an
-  // offload stores kOnDisk and then reads the ring, so one of them sees the other (the records get ingested).
-  std::atomic<Residency> residency{Residency::kResident};
+  // Where it is (moved by ViewPublisher alone). Sequentially consistent with the ring: a push stores its
+  // records and then reads this; an offload stores kOnDisk and then reads the ring, so one of them sees the
+  // other (the records get ingested).
+  Residency residency() const { return residency_.load(); }
   // After a restart: the last record of the log's tail being ingested again. Until ingestion has covered it,
   // questions wait for it (as if they asked min_seq): the session answers as it would have without the restart.
   std::atomic<std::uint64_t> replay_until{0};
@@ -226,9 +228,10 @@ class SessionHandle {
   SessionProgress progress_;
   std::atomic<std::uint64_t> data_version_{0};
   std::atomic<std::uint64_t> seq_ingested_{0};
+  std::atomic<Residency> residency_{Residency::kResident};
   mutable std::mutex view_mu_;
   std::shared_ptr<const SessionView> view_;  // guarded by view_mu_; swapped whole, never changed in place
-  // The only writer of view_, data_version_ and seq_ingested_.
+  // The only writer of view_, data_version_, seq_ingested_ and residency_.
   friend class ViewPublisher;
 };
 

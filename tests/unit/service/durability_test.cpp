@@ -265,11 +265,11 @@ TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
   // Pushes to a session on disk are accepted at once and bring it back.
   std::string on_disk;
   for (const auto& id : ids) {
-    if (svc->handle(id)->residency.load() == Residency::kOnDisk) on_disk = id;
+    if (svc->handle(id)->residency() == Residency::kOnDisk) on_disk = id;
   }
   ASSERT_FALSE(on_disk.empty());
   ASSERT_TRUE(wait_ingested(*svc, on_disk, push_bars(*svc, on_disk, 100, 6, 9)));
-  EXPECT_EQ(svc->handle(on_disk)->residency.load(), Residency::kResident);
+  EXPECT_EQ(svc->handle(on_disk)->residency(), Residency::kResident);
   std::cout << "sessions moved to disk and back: " << tally.describe() << "\n";
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
   AOI_EXPECT_WITHIN_RULE(tally);
@@ -300,14 +300,14 @@ TEST(Durability, AnUnloadedSessionGoesToDiskAndComesBackAnsweringIdentically) {
     unloaded = unload(*svc, "u");
   }
   ASSERT_TRUE(unloaded.ok()) << unloaded.error().message;
-  EXPECT_EQ(svc->handle("u")->residency.load(), Residency::kOnDisk);
+  EXPECT_EQ(svc->handle("u")->residency(), Residency::kOnDisk);
   EXPECT_EQ(svc->stats().sessions_on_disk, 1);
   EXPECT_TRUE(unload(*svc, "u").ok()) << "on disk already: nothing to do";
   // A snapshot restored answers exactly as before: the same tokens, not merely within the rule.
   test::Tally tally(test::kSameComputation);
   expect_same(svc->query("u", model_question(kQuestion)), before, tally, "after unload");
   AOI_EXPECT_WITHIN_RULE(tally);
-  EXPECT_EQ(svc->handle("u")->residency.load(), Residency::kResident);
+  EXPECT_EQ(svc->handle("u")->residency(), Residency::kResident);
   // Gone: 404, whatever it was doing.
   ASSERT_TRUE(svc->delete_session("u").ok());
   const Status after_delete = unload(*svc, "u");
@@ -413,7 +413,7 @@ TEST(Durability, ADamagedSnapshotIsNeverUsedTheSessionFallsBackOrReportsIt) {
   ASSERT_TRUE(svc);
   auto snap = svc->session("a");
   ASSERT_TRUE(snap.ok());
-  EXPECT_EQ(svc->handle("a")->residency.load(), Residency::kDamaged);
+  EXPECT_EQ(svc->handle("a")->residency(), Residency::kDamaged);
   EXPECT_NE(snap->damage.find("checksum"), std::string::npos) << snap->damage;
   const auto q = svc->query("a", model_question(kQuestion));
   ASSERT_FALSE(q.ok());
@@ -452,7 +452,7 @@ TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
   // Restarted on another model: its snapshots are refused; the log no longer holds the first records.
   auto snap = svc->session("a");
   ASSERT_TRUE(snap.ok());
-  EXPECT_EQ(svc->handle("a")->residency.load(), Residency::kDamaged);
+  EXPECT_EQ(svc->handle("a")->residency(), Residency::kDamaged);
   EXPECT_NE(snap->damage.find("another model"), std::string::npos) << snap->damage;
   // An export of it is refused too.
   std::promise<Service::Created> p;
