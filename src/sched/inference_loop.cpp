@@ -21,7 +21,7 @@ InferenceLoop::InferenceLoop(Forward& forward, const CellLedger& cells, LoopPara
 
 InferenceLoop::~InferenceLoop() { shutdown(); }
 
-void InferenceLoop::post(std::function<void()> run, std::function<void(const Error&)> fail) {
+void InferenceLoop::post(std::function<void(LoopToken&)> run, std::function<void(const Error&)> fail) {
   Command c{std::move(run), std::move(fail)};
   {
     std::lock_guard lock(mu_);
@@ -122,6 +122,7 @@ size_t InferenceLoop::sweep() {
 }
 
 void InferenceLoop::run() {
+  LoopToken token;  // this thread's, for the commands it runs
   std::vector<Command> commands;
   for (;;) {
     {
@@ -132,7 +133,7 @@ void InferenceLoop::run() {
     }
     for (auto& c : commands) {
       try {
-        c.run();
+        c.run(token);
       } catch (const std::exception& ex) {
         spdlog::error("command failed: {}", ex.what());
         fail_command(c, Error::internal(std::string("failed: ") + ex.what()));

@@ -1,7 +1,7 @@
 // Everything the inference loop mutates, in one place that only the loop touches: the context's sequence
-// pools, the cell ledger, and the sessions' loop-side state. The Service facade never reads it directly: it
-// posts commands, and reads what the loop publishes (handles' snapshots and counters, atomic counters).
-// Inference thread only, unless a member says otherwise.
+// pools, the cell ledger, and the sessions' loop-side state. The Service facade holds it as a LoopOnly: it
+// reaches it only in the commands it posts to the loop, and reads what the loop publishes (sessions' views
+// and counters, and Published). Inference thread only, unless a member says otherwise.
 //
 // Every session, completion and rebuild runs on a KV stream of its own (llama.cpp's per-sequence streams,
 // kv_unified off): a question attends over its own session's cells, whatever the neighbours hold. The
@@ -99,13 +99,11 @@ class InferenceState {
   const cache::SequencePool& pool() const { return pool_; }
   // Sequences outside the pool whose leading tokens a completion may copy: stateful sessions' Region 0s.
   std::vector<cache::OutsideDonor> outside_donors() const;
-  // Drafting totals of finished completions and questions (any thread reads them).
+  // Drafting totals of finished completions and questions (any thread reads them through Published).
   void count_drafts(const engine::GenerationResult& r) {
     draft_tokens_.fetch_add(static_cast<std::uint64_t>(r.n_drafted), std::memory_order_relaxed);
     draft_accepted_.fetch_add(static_cast<std::uint64_t>(r.n_accepted), std::memory_order_relaxed);
   }
-  std::uint64_t draft_tokens() const { return draft_tokens_.load(std::memory_order_relaxed); }
-  std::uint64_t draft_accepted() const { return draft_accepted_.load(std::memory_order_relaxed); }
   // A spare sequence for `lane`'s rebuild, when one is free and every lane that asked before it has one: the
   // spares go in the order they were asked for. (Taken by whichever lane polled first, a freed spare went to
   // the same few sessions pass after pass, and the others' windows were never rebuilt.) A lane that asked
@@ -152,7 +150,8 @@ class InferenceState {
   void offload(std::shared_ptr<SessionRuntime> rt);
   // Runs `then` once the session is resident (at once when it is), bringing it back from disk first; `then`
   // gets the error when it cannot come back (damaged, deleted, no room in time). Loop thread.
-  void make_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then);
+  using Waiter = std::function<void(InferenceState&, const Status&)>;
+  void make_resident(const std::shared_ptr<SessionHandle>& handle, Waiter then);
   // This session is resident now (or failed to come back, or was deleted): runs its waiters. Waiters of another
   // session that had the same id before (or after) are not this one's.
   void resident(const SessionHandle& handle, const Status& status);
@@ -160,12 +159,29 @@ class InferenceState {
   // deleted), or null.
   std::shared_ptr<SessionRuntime> runtime(const SessionHandle& handle) const;
 
-  // Totals of deleted sessions, so the service's counters never go backwards. Any thread reads them.
+  // Totals of deleted sessions, so the service's counters never go backwards. Any thread reads them through
+  // Published.
   struct Gone {
     std::atomic<std::uint64_t> pushed{0}, dropped{0}, rejected{0}, ingested{0}, tokens{0};
   };
   Gone& gone() { return gone_; }
-  const Gone& gone() const { return gone_; }
+
+  // What any thread may read: counters the loop's parts keep as atomics, and what is fixed at construction.
+  class Published {
+   public:
+    explicit Published(const InferenceState& state) : state_(state) {}
+    int cells_used() const { return state_.cells_.used(); }
+    int pool_busy() const { return state_.pool_.busy(); }
+    cache::PrefixCacheStats prefix_cache() const { return state_.pool_.stats(); }
+    std::uint64_t draft_tokens() const { return state_.draft_tokens_.load(std::memory_order_relaxed); }
+    std::uint64_t draft_accepted() const { return state_.draft_accepted_.load(std::memory_order_relaxed); }
+    const Gone& gone() const { return state_.gone_; }
+    std::string kv_layout() const { return state_.kv_layout(); }
+
+   private:
+    const InferenceState& state_;
+  };
+  Published published() const { return Published(*this); }
 
  private:
   const ServiceParams& params_;
@@ -183,7 +199,7 @@ class InferenceState {
   // Sessions on their way back from disk, and what waits for them.
   struct Restoring {
     std::shared_ptr<SessionHandle> handle;
-    std::vector<std::function<void(Status)>> waiters;
+    std::vector<Waiter> waiters;
   };
   std::map<std::string, Restoring, std::less<>> restoring_;
   std::uint64_t next_tenant_ = 1;

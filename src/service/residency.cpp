@@ -131,7 +131,7 @@ void InferenceState::offload(std::shared_ptr<SessionRuntime> rt) {
   spdlog::debug("session {} moved to disk", h.id());
   // A push that raced this saw it resident and did not ask for it back: its records must not wait here.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (h.pending() > 0) make_resident(rt->handle, [](Status) {});
+  if (h.pending() > 0) make_resident(rt->handle, [](InferenceState&, const Status&) {});
 }
 
 std::shared_ptr<SessionRuntime> InferenceState::runtime(const SessionHandle& handle) const {
@@ -140,11 +140,11 @@ std::shared_ptr<SessionRuntime> InferenceState::runtime(const SessionHandle& han
   return it->second;
 }
 
-void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then) {
-  if (handle->deleted.load()) return then(Error::not_found("session " + handle->id() + " was deleted"));
-  if (runtime(*handle)) return then({});
+void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle, Waiter then) {
+  if (handle->deleted.load()) return then(*this, Error::not_found("session " + handle->id() + " was deleted"));
+  if (runtime(*handle)) return then(*this, Status{});
   if (handle->residency() == Residency::kDamaged) {
-    return then(Error::damaged("session " + handle->id() + " is damaged: " + handle->view()->damage));
+    return then(*this, Error::damaged("session " + handle->id() + " is damaged: " + handle->view()->damage));
   }
   Restoring& restoring = restoring_[handle->id()];
   if (restoring.handle != handle) {
@@ -171,7 +171,7 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
         // Records acknowledged while it was away must not wait for the next request to bring it back: a
         // session that could not come back now (no room in time) tries again.
         if (!st && st.error().type != ErrorType::kDamaged && !handle->deleted.load() && handle->pending() > 0) {
-          make_resident(handle, [](Status) {});
+          make_resident(handle, [](InferenceState&, const Status&) {});
         }
       }));
 }
@@ -181,7 +181,7 @@ void InferenceState::resident(const SessionHandle& handle, const Status& status)
   if (it == restoring_.end() || it->second.handle.get() != &handle) return;
   auto waiters = std::move(it->second.waiters);
   restoring_.erase(it);
-  for (auto& w : waiters) w(status);
+  for (auto& w : waiters) w(*this, status);
 }
 
 }  // namespace aoi::service

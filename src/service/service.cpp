@@ -103,11 +103,13 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   s->ctx_ = std::move(ctx).value();
   s->cells_per_seq_ = static_cast<int>(s->ctx_->n_ctx_seq());
   s->forward_ = std::make_unique<ContextForward>(*s->ctx_);
-  s->state_ = std::make_unique<InferenceState>(s->params_, *s->ctx_, *seqs, s->persistence_.get());
+  auto state = std::make_unique<InferenceState>(s->params_, *s->ctx_, *seqs, s->persistence_.get());
   sched::LoopParams lp = s->params_.loop;
   lp.n_batch = static_cast<int>(s->ctx_->n_batch());
-  s->loop_ = std::make_unique<sched::InferenceLoop>(*s->forward_, s->state_->cells(), lp);
-  s->state_->set_loop(s->loop_.get());
+  s->loop_ = std::make_unique<sched::InferenceLoop>(*s->forward_, state->cells(), lp);
+  state->set_loop(s->loop_.get());
+  // From here on the state is the loop's: reached only in the commands posted to it.
+  s->state_ = LoopOnly<InferenceState>(std::move(state));
   if (s->persistence_) {
     // Due snapshots are taken by the loop when it runs; this makes it run now and then when nothing else does.
     sched::InferenceLoop* loop = s->loop_.get();
@@ -123,12 +125,12 @@ void Service::shutdown() {
   if (persistence_ && !loop_stopped_.exchange(true)) {
     // A clean stop loses nothing and costs the next start nothing: every settled session is snapshotted (what
     // is in flight is in the logs, ingested again at the next start).
-    InferenceState* st = state_.get();
     std::promise<void> saved;
     loop_->post(
-        [st, &saved] {
-          for (auto& [id, rt] : st->sessions()) {
-            if (st->settled(*rt) && rt->session->data_version() > rt->snapshot_version) st->take_snapshot(*rt);
+        [this, &saved](sched::LoopToken& token) {
+          InferenceState& st = state_.get(token);
+          for (auto& [id, rt] : st.sessions()) {
+            if (st.settled(*rt) && rt->session->data_version() > rt->snapshot_version) st.take_snapshot(*rt);
           }
           saved.set_value();
         },
@@ -143,7 +145,7 @@ void Service::shutdown() {
 }
 
 void Service::recover_sessions() {
-  auto recovered = persistence_->recover(model_->fingerprint(), state_->kv_layout());
+  auto recovered = persistence_->recover(model_->fingerprint(), state_.published().kv_layout());
   std::vector<std::shared_ptr<SessionHandle>> back;
   for (auto& r : recovered) {
     for (const auto& w : r.warnings) spdlog::warn("session {}: {}", r.config.id, w);
@@ -178,10 +180,7 @@ void Service::recover_sessions() {
   std::sort(back.begin(), back.end(),
             [](const auto& a, const auto& b) { return a->view()->created_unix > b->view()->created_unix; });
   if (back.size() > static_cast<size_t>(params_.max_sessions)) back.resize(static_cast<size_t>(params_.max_sessions));
-  for (auto& h : back) {
-    with_resident(
-        h, [](Status) {}, [](const Error&) {});
-  }
+  for (auto& h : back) bring_back(h);
 }
 
 std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, const QueryRequest& request) const {
@@ -277,25 +276,31 @@ Result<std::shared_ptr<SessionHandle>> Service::make_handle(session::SessionConf
   return handle;
 }
 
-void Service::with_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then,
+void Service::with_resident(const std::shared_ptr<SessionHandle>& handle,
+                            std::function<void(InferenceState&, const Status&)> then,
                             std::function<void(const Error&)> fail) {
   handle->touch();
-  InferenceState* st = state_.get();
-  loop_->post([st, handle, then = std::move(then)]() mutable { st->make_resident(handle, std::move(then)); },
+  loop_->post([this, handle, then = std::move(then)](
+                  sched::LoopToken& token) mutable { state_.get(token).make_resident(handle, std::move(then)); },
               std::move(fail));
 }
 
-void Service::with_settled(const std::shared_ptr<SessionHandle>& handle, std::function<void(SessionRuntime&)> then,
+void Service::bring_back(const std::shared_ptr<SessionHandle>& handle) {
+  with_resident(
+      handle, [](InferenceState&, const Status&) {}, [](const Error&) {});
+}
+
+void Service::with_settled(const std::shared_ptr<SessionHandle>& handle,
+                           std::function<void(InferenceState&, SessionRuntime&)> then,
                            std::function<void(const Error&)> fail) {
-  InferenceState* st = state_.get();
   // Each path that can fail holds its own copy of `fail`: one of them runs it.
   with_resident(
       handle,
-      [st, handle, then = std::move(then), fail](Status resident) mutable {
+      [handle, then = std::move(then), fail](InferenceState& st, const Status& resident) mutable {
         if (!resident) return fail(resident.error());
-        auto rt = st->runtime(*handle);
+        auto rt = st.runtime(*handle);
         if (!rt) return fail(deleted_session(*handle));
-        st->loop().add(std::make_unique<SettleLane>(*st, std::move(rt), std::move(then), std::move(fail)));
+        st.loop().add(std::make_unique<SettleLane>(st, std::move(rt), std::move(then), std::move(fail)));
       },
       fail);
 }
@@ -311,8 +316,8 @@ void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional
   };
   const auto source = snapshot ? CreateLane::Source::kSnapshot : CreateLane::Source::kNew;
   loop_->post(
-      [this, handle, source, snapshot = std::move(snapshot), reply, on_error]() mutable {
-        InferenceState& st = *state_;
+      [this, handle, source, snapshot = std::move(snapshot), reply, on_error](sched::LoopToken& token) mutable {
+        InferenceState& st = state_.get(token);
         st.loop().add(std::make_unique<CreateLane>(st, handle, source, std::move(snapshot),
                                                    [this, handle, reply, on_error](Status status) {
                                                      if (!status) return on_error(status.error());
@@ -370,8 +375,8 @@ void Service::delete_session(const SessionRef& handle, std::function<void(Status
   handle->close();
   const Reply<Status> reply(std::move(done));
   loop_->post(
-      [this, handle, reply] {
-        InferenceState& st = *state_;
+      [this, handle, reply](sched::LoopToken& token) {
+        InferenceState& st = state_.get(token);
         const Error deleted = deleted_session(*handle);
         const std::uint64_t dropped_before = handle->counters().records_dropped.load();
         if (auto rt = st.runtime(*handle)) {
@@ -448,8 +453,7 @@ Result<PushResult> Service::push(const SessionRef& h, std::vector<RecordInput> r
   // InferenceState::offload_one: one of the two sees the other.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (h->residency() != Residency::kResident) {
-    with_resident(
-        h, [](Status) {}, [](const Error&) {});
+    bring_back(h);
   } else {
     loop_->wake();
   }
@@ -479,8 +483,7 @@ Result<FlashQuery> Service::add_flash(const SessionRef& h, std::string question,
   if (h->residency() == Residency::kResident) {
     loop_->wake();
   } else {
-    with_resident(
-        h, [](Status) {}, [](const Error&) {});
+    bring_back(h);
   }
   return added;
 }
@@ -521,18 +524,18 @@ void Service::query(const SessionRef& h, QueryRequest request, std::function<voi
     return;
   }
   const Reply<Result<QueryOutcome>> reply(std::move(done));
-  InferenceState* st = state_.get();
   with_resident(
       h,
-      [st, h, request = std::move(request), on_text = std::move(on_text), reply](Status resident) mutable {
+      [h, request = std::move(request), on_text = std::move(on_text), reply](InferenceState& st,
+                                                                             const Status& resident) mutable {
         if (!resident) return reply(resident.error());
-        auto rt = st->runtime(*h);
+        auto rt = st.runtime(*h);
         if (!rt) return reply(deleted_session(*h));
-        st->loop().add(std::make_unique<QueryLane>(std::move(rt), std::move(request), std::move(on_text),
-                                                   [reply, st](Result<QueryOutcome> r) {
-                                                     if (r) st->count_drafts(r->answer.details);
-                                                     reply(std::move(r));
-                                                   }));
+        st.loop().add(std::make_unique<QueryLane>(std::move(rt), std::move(request), std::move(on_text),
+                                                  [reply, &st](Result<QueryOutcome> r) {
+                                                    if (r) st.count_drafts(r->answer.details);
+                                                    reply(std::move(r));
+                                                  }));
       },
       [reply](const Error& e) { reply.fail(e); });
 }
@@ -627,8 +630,8 @@ void Service::generate(GenerateRequest request, std::function<void(std::string_v
   const Reply<Result<GenerateOutcome>> reply(std::move(done));
   loop_->post(
       [this, tokens = std::move(tokens).value(), request = std::move(request), on_text = std::move(on_text), reply,
-       key = std::move(key)]() mutable {
-        InferenceState& st = *state_;
+       key = std::move(key)](sched::LoopToken& token) mutable {
+        InferenceState& st = state_.get(token);
         st.loop().add(std::make_unique<CompletionLane>(
             st, st.next_tenant(), std::move(tokens), std::move(request), std::move(on_text),
             [reply](Result<GenerateOutcome> r) { reply(std::move(r)); }, responses_.get(), std::move(key)));
@@ -643,12 +646,11 @@ Result<GenerateOutcome> Service::generate(GenerateRequest request) {
 void Service::prompt(const SessionRef& h, std::string question, std::function<void(Result<Prompt>)> done) {
   if (h->deleted.load()) return done(deleted_session(*h));
   const Reply<Result<Prompt>> reply(std::move(done));
-  InferenceState* st = state_.get();
   with_resident(
       h,
-      [st, h, question = std::move(question), reply](Status resident) {
+      [h, question = std::move(question), reply](InferenceState& st, const Status& resident) {
         if (!resident) return reply(resident.error());
-        const auto rt = st->runtime(*h);
+        const auto rt = st.runtime(*h);
         if (!rt) return reply(deleted_session(*h));
         const session::Session& s = *rt->session;
         Prompt p;
@@ -666,21 +668,21 @@ void Service::prompt(const SessionRef& h, std::string question, std::function<vo
 
 void Service::latest_records(const SessionRef& h, size_t n, std::function<void(Result<LatestRecords>)> done) {
   const Reply<Result<LatestRecords>> reply(std::move(done));
-  InferenceState* st = state_.get();
   // Straight onto the loop, not through with_resident: a viewer's look must not move sessions between the
   // cache and the disk, nor count as a use.
   loop_->post(
-      [st, h, n, reply] {
+      [this, h, n, reply](sched::LoopToken& token) {
+        const InferenceState& st = state_.get(token);
         if (h->deleted.load()) return reply(deleted_session(*h));
         LatestRecords out;
-        const auto rt = st->runtime(*h);
+        const auto rt = st.runtime(*h);
         if (!rt) return reply(std::move(out));
         const session::Session& s = *rt->session;
         out.resident = true;
         out.data_version = s.data_version();
         const auto& records = s.records();
         for (size_t i = records.size() - std::min(n, records.size()); i < records.size(); ++i) {
-          std::string text = st->model().detokenize(records[i].tokens);
+          std::string text = st.model().detokenize(records[i].tokens);
           if (!text.empty() && text.back() == '\n') text.pop_back();
           out.records.push_back({records[i].seq, std::move(text), static_cast<int>(records[i].tokens.size())});
         }
@@ -692,11 +694,10 @@ void Service::latest_records(const SessionRef& h, size_t n, std::function<void(R
 void Service::export_session(const SessionRef& h, std::function<void(Result<ExportedSession>)> done) {
   if (h->deleted.load()) return done(deleted_session(*h));
   const Reply<Result<ExportedSession>> reply(std::move(done));
-  InferenceState* st = state_.get();
   with_settled(
       h,
-      [st, reply](SessionRuntime& rt) {
-        const SnapshotMeta meta = st->snapshot_meta(rt);
+      [reply](InferenceState& st, SessionRuntime& rt) {
+        const SnapshotMeta meta = st.snapshot_meta(rt);
         ExportedSession out;
         out.last_seq = meta.consumed_seq;
         out.data_version = meta.data_version;
@@ -711,15 +712,14 @@ void Service::save_session(const SessionRef& h, std::function<void(Result<SaveOu
   if (!persistence_)
     return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
   const Reply<Result<SaveOutcome>> reply(std::move(done));
-  InferenceState* st = state_.get();
   with_settled(
       h,
-      [st, reply](SessionRuntime& rt) {
+      [reply](InferenceState& st, SessionRuntime& rt) {
         SaveOutcome out;
         out.tokens = rt.session->cells_used();
         out.last_seq = rt.session->last_record_seq();
         // The answer is made where the write is heard (the writer thread), from its own copy of what is known.
-        st->take_snapshot(
+        st.take_snapshot(
             rt, [reply, out](const Status& written, std::uint64_t bytes, double copy_ms, double write_ms) mutable {
               if (!written) return reply(written.error());
               out.bytes = bytes;
@@ -736,21 +736,21 @@ void Service::unload_session(const SessionRef& h, std::function<void(Status)> do
   if (!persistence_)
     return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
   const Reply<Status> reply(std::move(done));
-  InferenceState* st = state_.get();
   loop_->post(
-      [st, h, reply] {
+      [this, h, reply](sched::LoopToken& token) {
+        InferenceState& st = state_.get(token);
         if (h->deleted.load()) return reply(deleted_session(*h));
-        auto rt = st->runtime(*h);
+        auto rt = st.runtime(*h);
         if (!rt) {
           if (h->residency() != Residency::kRestoring) return reply(Status{});  // on disk already
           return reply(Error::not_ready("session " + h->id() + " is on its way back into the cache"));
         }
-        if (!st->idle(*rt)) {
+        if (!st.idle(*rt)) {
           return reply(Error::conflict("session " + h->id() +
                                        " is working (ingesting, answering or in a flash "
                                        "round); it goes to disk once idle and another session needs room"));
         }
-        st->offload(std::move(rt));
+        st.offload(std::move(rt));
         reply(Status{});
       },
       [reply](const Error& e) { reply.fail(e); });
@@ -763,7 +763,7 @@ void Service::load_session(const SessionRef& h, std::function<void(Result<double
   const Reply<Result<double>> reply(std::move(done));
   with_resident(
       h,
-      [reply, t0, resident](Status st) {
+      [reply, t0, resident](InferenceState&, const Status& st) {
         if (!st) return reply(st.error());
         reply(resident ? 0.0
                        : std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -775,10 +775,11 @@ void Service::import_session(store::SnapshotData snapshot, std::string id, std::
                              std::function<void(Created)> done) {
   auto meta = decode_snapshot_meta(snapshot.meta);
   if (!meta) return done(meta.error());
-  if (meta->model_fingerprint != model_->fingerprint() || meta->kv_layout != state_->kv_layout()) {
+  const std::string kv_layout = state_.published().kv_layout();
+  if (meta->model_fingerprint != model_->fingerprint() || meta->kv_layout != kv_layout) {
     return done(Error::damaged("the snapshot was made with another model or KV layout (model " +
                                meta->model_fingerprint + ", " + meta->kv_layout + "; this server: model " +
-                               model_->fingerprint() + ", " + state_->kv_layout() + ")"));
+                               model_->fingerprint() + ", " + kv_layout + ")"));
   }
   session::SessionConfig config = meta->config;
   if (!id.empty()) config.id = std::move(id);
@@ -889,7 +890,7 @@ void Service::run_on_inference_thread(std::function<void()> fn) {
   std::promise<void> promise;
   auto future = promise.get_future();
   loop_->post(
-      [&] {
+      [&](sched::LoopToken&) {
         fn();
         promise.set_value();
       },
@@ -900,15 +901,15 @@ void Service::run_on_inference_thread(std::function<void()> fn) {
 ServiceStats Service::stats() const {
   ServiceStats st;
   const std::vector<std::shared_ptr<SessionHandle>> handles = this->handles();
-  const InferenceState& state = *state_;
+  const InferenceState::Published state = state_.published();
   st.sessions = static_cast<int>(handles.size());
   st.kv_cells_total = static_cast<int>(ctx_->n_ctx());
-  st.kv_cells_used = state.cells().used();
+  st.kv_cells_used = state.cells_used();
   st.kv_cells_per_seq = cells_per_seq_;
   st.loop = loop_->stats();
   st.pool_slots = params_.pool_slots;
-  st.pool_busy = state.pool().busy();
-  st.prefix_cache = state.pool().stats();
+  st.pool_busy = state.pool_busy();
+  st.prefix_cache = state.prefix_cache();
   st.response_cache = responses_->stats();
   st.render_cache = render_cache_.stats();
   st.token_cache = token_cache_.stats();

@@ -2,8 +2,8 @@
 
 namespace aoi::service {
 
-SettleLane::SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt,
-                       std::function<void(SessionRuntime&)> then, std::function<void(const Error&)> failed)
+SettleLane::SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, Then then,
+                       std::function<void(const Error&)> failed)
     : state_(state), rt_(std::move(rt)), then_(std::move(then)), failed_(std::move(failed)) {
   rt_->queries++;                                            // it stays in the cache meanwhile
   rt_->arbiter.wait_aside(this, sched::Priority::kSession);  // its place from now
@@ -25,7 +25,7 @@ sched::Demand SettleLane::poll(sched::Clock::time_point) {
   if (!rt_->arbiter.acquire(this)) return {};
   auto then = std::move(then_);
   then_ = nullptr;
-  then(*rt_);
+  then(state_, *rt_);
   rt_->arbiter.forget(this);
   return {};
 }

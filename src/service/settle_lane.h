@@ -14,7 +14,8 @@ namespace aoi::service {
 class SettleLane : public sched::Lane {
  public:
   // then: runs on the loop thread with the settled session; failed: the reason it never ran.
-  SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, std::function<void(SessionRuntime&)> then,
+  using Then = std::function<void(InferenceState&, SessionRuntime&)>;
+  SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, Then then,
              std::function<void(const Error&)> failed);
   ~SettleLane() override;
 
@@ -32,7 +33,7 @@ class SettleLane : public sched::Lane {
  private:
   InferenceState& state_;
   std::shared_ptr<SessionRuntime> rt_;
-  std::function<void(SessionRuntime&)> then_;
+  Then then_;
   std::function<void(const Error&)> failed_;
   sched::Clock::time_point submitted_ = sched::Clock::now();
 };

@@ -29,6 +29,7 @@
 #include "aoi/sched/cell_ledger.h"
 #include "aoi/sched/draft_plan.h"
 #include "aoi/sched/lane.h"
+#include "aoi/sched/loop_token.h"
 #include "aoi/sched/pass_plan.h"
 
 namespace aoi::sched {
@@ -70,9 +71,10 @@ class InferenceLoop {
   InferenceLoop(const InferenceLoop&) = delete;
   InferenceLoop& operator=(const InferenceLoop&) = delete;
 
-  // Any thread. `run` executes on the loop thread before the next pass, in posting order. If the loop stops
-  // first, `fail` runs instead with a not-ready error (on the posting thread once stopped).
-  void post(std::function<void()> run, std::function<void(const Error&)> fail = {});
+  // Any thread. `run` executes on the loop thread before the next pass, in posting order, with the token that
+  // proves it (loop_token.h). If the loop stops first, `fail` runs instead with a not-ready error (on the
+  // posting thread once stopped).
+  void post(std::function<void(LoopToken&)> run, std::function<void(const Error&)> fail = {});
   // Any thread: new data for some lane; look again.
   void wake();
   // Stops taking work, lets the pass in flight end, joins the thread, then fails every lane and pending
@@ -93,7 +95,7 @@ class InferenceLoop {
 
  private:
   struct Command {
-    std::function<void()> run;
+    std::function<void(LoopToken&)> run;
     std::function<void(const Error&)> fail;
   };
   struct Entry {

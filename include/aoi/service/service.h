@@ -34,6 +34,7 @@
 #include "aoi/engine/model.h"
 #include "aoi/sched/inference_loop.h"
 #include "aoi/service/flash_registry.h"
+#include "aoi/service/loop_only.h"
 #include "aoi/service/session_handle.h"
 #include "aoi/session/session.h"
 #include "aoi/session/session_config.h"
@@ -312,13 +313,16 @@ class Service {
   Result<std::shared_ptr<SessionHandle>> make_handle(session::SessionConfig config, double created_unix);
   // Registers the id as being created; an empty id gets a generated one. Errors: invalid id, exists, full.
   Status reserve_id(session::SessionConfig& config);
-  // Runs `then` on the loop thread with the session resident (or the reason it cannot be).
-  void with_resident(const std::shared_ptr<SessionHandle>& handle, std::function<void(Status)> then,
-                     std::function<void(const Error&)> fail);
+  // Runs `then` on the loop thread, with the loop's state, once the session is resident (or with the reason it
+  // cannot be).
+  void with_resident(const std::shared_ptr<SessionHandle>& handle,
+                     std::function<void(InferenceState&, const Status&)> then, std::function<void(const Error&)> fail);
+  // A session on disk comes back into the cache; nobody waits for it (records pushed or a flash query added).
+  void bring_back(const std::shared_ptr<SessionHandle>& handle);
   // Runs `then` on the loop thread with the session resident and settled (no append in flight: its state is
   // one data version), or `fail` with the reason it cannot be.
-  void with_settled(const std::shared_ptr<SessionHandle>& handle, std::function<void(SessionRuntime&)> then,
-                    std::function<void(const Error&)> fail);
+  void with_settled(const std::shared_ptr<SessionHandle>& handle,
+                    std::function<void(InferenceState&, SessionRuntime&)> then, std::function<void(const Error&)> fail);
   // Creates (or imports) through a CreateLane and registers the handle once it is resident.
   void start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
                      std::function<void(Created)> done);
@@ -334,7 +338,7 @@ class Service {
   std::unique_ptr<engine::Context> ctx_;
   int cells_per_seq_ = 0;  // what one sequence (a session, a completion) holds
   std::unique_ptr<sched::Forward> forward_;
-  std::unique_ptr<InferenceState> state_;  // the loop's; Service touches it only through commands
+  LoopOnly<InferenceState> state_;  // the loop's: reached only in the commands posted to it
   std::unique_ptr<sched::InferenceLoop> loop_;
 
   mutable std::mutex registry_mu_;

@@ -138,7 +138,7 @@ class InferenceLoopTest : public ::testing::Test {
   }
   void add_lane(std::unique_ptr<Lane> lane) {
     auto holder = std::make_shared<std::unique_ptr<Lane>>(std::move(lane));
-    loop_->post([this, holder] { loop_->add(std::move(*holder)); });
+    loop_->post([this, holder](LoopToken&) { loop_->add(std::move(*holder)); });
   }
   std::shared_ptr<FakeLane::Log> spawn(engine::SeqId seq, Priority p, int prefill, int steps,
                                        std::function<void(FakeLane&)> tweak = {}) {
@@ -159,7 +159,7 @@ class InferenceLoopTest : public ::testing::Test {
   // Runs nothing, but returns once the loop has passed through its command queue.
   void sync() {
     std::promise<void> p;
-    loop_->post([&] { p.set_value(); });
+    loop_->post([&](LoopToken&) { p.set_value(); });
     p.get_future().get();
   }
 
@@ -173,7 +173,7 @@ TEST_F(InferenceLoopTest, CommandsRunInOrderOnTheLoopThread) {
   std::vector<int> order;
   std::promise<void> done;
   for (int i = 0; i < 50; ++i) {
-    loop_->post([&, i] {
+    loop_->post([&, i](LoopToken&) {
       EXPECT_TRUE(loop_->on_loop_thread());
       order.push_back(i);
       if (i == 49) done.set_value();
@@ -189,7 +189,7 @@ TEST_F(InferenceLoopTest, CommandsRunInOrderOnTheLoopThread) {
 TEST_F(InferenceLoopTest, LanesShareOnePassPerStep) {
   start();
   std::vector<std::shared_ptr<FakeLane::Log>> logs;
-  loop_->post([&] {
+  loop_->post([&](LoopToken&) {
     for (engine::SeqId s : {3, 0, 2, 1}) {
       auto log = std::make_shared<FakeLane::Log>();
       logs.push_back(log);
@@ -240,7 +240,7 @@ TEST_F(InferenceLoopTest, ALaneThatThrowsFailsAloneAndTheLoopGoesOn) {
   EXPECT_EQ(bad->error.type, ErrorType::kInternal);
   EXPECT_NE(bad->error.message.find("boom"), std::string::npos);
   std::promise<void> p;
-  loop_->post([&] { throw std::runtime_error("a command throws"); }, [&](const Error&) { p.set_value(); });
+  loop_->post([&](LoopToken&) { throw std::runtime_error("a command throws"); }, [&](const Error&) { p.set_value(); });
   p.get_future().get();
   auto after = spawn(3, Priority::kPool, 1, 1);
   EXPECT_TRUE(wait([&] { return after->done.load(); }));
@@ -289,7 +289,7 @@ TEST_F(InferenceLoopTest, LanesWithTheSamePromptPrefillItOnce) {
     return t;
   }();
   std::vector<std::shared_ptr<FakeLane::Log>> logs;
-  loop_->post([&] {
+  loop_->post([&](LoopToken&) {
     for (engine::SeqId s = 0; s < 3; ++s) {
       auto log = std::make_shared<FakeLane::Log>();
       logs.push_back(log);
@@ -328,7 +328,7 @@ TEST_F(InferenceLoopTest, ShutdownFailsEveryLaneAndCommandOnce) {
   }
   // After shutdown, a command fails at once on the posting thread.
   bool failed = false;
-  loop_->post([] { ADD_FAILURE() << "ran after shutdown"; },
+  loop_->post([](LoopToken&) { ADD_FAILURE() << "ran after shutdown"; },
               [&](const Error& e) { failed = e.type == ErrorType::kNotReady; });
   EXPECT_TRUE(failed);
   loop_->shutdown();  // idempotent
@@ -355,7 +355,7 @@ TEST_F(InferenceLoopTest, ManyThreadsPostingWhileItStopsLoseNothing) {
         const int prefill = static_cast<int>(rng() % 30);
         const int steps = 1 + static_cast<int>(rng() % 4);
         loop_->post(
-            [&, log, seq, prio, prefill, steps] {
+            [&, log, seq, prio, prefill, steps](LoopToken&) {
               ran++;
               {
                 std::lock_guard lock(mu);
