@@ -26,11 +26,13 @@ packages=(
 # Tests and benchmarks only: GoogleTest (tests/unit), Google Benchmark (bench/ring, bench/render), gnuplot (the
 # streaming benchmark's plot), promtool (tests/integration/operations.test.js checks /metrics with it),
 # chromium (headless browser tests), clang with its libFuzzer and sanitizer runtimes (scripts/fuzz.sh; the
-# runtimes are only recommended by clang, and recommendations are not installed here).
+# runtimes are only recommended by clang, and recommendations are not installed here), python3-venv and
+# python3-wheel (the Python client's tests install clients/python into a venv, offline, as its README says).
 test_packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   gnuplot-nox prometheus chromium
   clang libclang-rt-dev
+  python3-venv python3-wheel
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
