@@ -4,9 +4,16 @@
 # the data) and a question is asked every few seconds. Ctrl-C stops everything.
 #   scripts/run.sh [--model PATH] [--port PORT] [other aoi serve options, e.g. --threads 2]
 # Without --model, a random-weight SmolLM2-135M-shaped model is generated (its answers are gibberish).
+# Installing, building and generating the model print one line per stage; their output goes to
+# build/aoi-build.log (its last 40 lines are shown if a stage fails). -v, --verbose or AOI_VERBOSE=1 shows it live.
 # AOI_RUN_NO_BUILD=1 skips the install and build steps (for a tree that is built already).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+export PROC_NAME="aoi run" AOI_STAGE_NAME="aoi run"
+# shellcheck source-path=SCRIPTDIR source=lib/processes.sh
+. "$root/scripts/lib/processes.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/stages.sh
+. "$root/scripts/lib/stages.sh"
 
 model=""
 port=8080
@@ -20,7 +27,8 @@ while [ $# -gt 0 ]; do
     --port=*) port=${1#*=}; shift ;;
     --host) host=${2:?"--host needs an address"}; serve_args+=("$1" "$2"); shift 2 ;;
     --api-key) export AOI_API_KEY=${2:?"--api-key needs a key"}; serve_args+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -v|--verbose) AOI_VERBOSE=1; shift ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) serve_args+=("$1"); shift ;;
   esac
 done
@@ -43,9 +51,17 @@ case "$host" in
 esac
 export AOI_SERVER=$server
 
+build_log=build/aoi-build.log
+export AOI_STAGE_LOG=$root/$build_log AOI_VERBOSE=${AOI_VERBOSE:-0}
+if [ "$AOI_VERBOSE" = 1 ]; then
+  build_output="shown as it runs and kept in $build_log"
+else
+  build_output="kept in $build_log (scripts/run.sh -v shows it live)"
+fi
 cat <<EOF
 aoi run: the main job
-  1. install and build (scripts/setup.sh, scripts/build.sh build)
+  1. install and build (scripts/setup.sh, scripts/build.sh build): one line per stage, their output
+     $build_output
   2. start aoi serve on $server with ${model:-a generated random-weight model}
   3. create session "$session": a market-analyst system prompt, the record template "$template",
      a retention window of $window_tokens data tokens, and two flash questions that are re-answered after
@@ -57,11 +73,56 @@ Ctrl-C stops everything.
 
 EOF
 
-if [ "${AOI_RUN_NO_BUILD:-0}" = 0 ]; then
-  scripts/setup.sh
-  scripts/build.sh build
-fi
 aoi=build/tools/aoi
+log=build/aoi-serve.log
+push_log=build/aoi-push.log
+tmp=""
+server_started=0
+build_pid="" server_pid="" feed_pid="" push_pid="" ask_pid="" watch_pid=""
+
+# Runs once, on any exit: stops what this script started, each in its process group (scripts/lib/processes.sh:
+# SIGTERM, then SIGKILL if it is not gone in time), the display first and the server last. A second Ctrl-C
+# while it runs only prints "stopping, please wait"; after a signal the script exits 130 (SIGINT), 143 (SIGTERM),
+# 129 (SIGHUP) or 141 (SIGPIPE: the reader of its output is gone).
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  if [ ${#PROC_PIDS[@]} -gt 0 ]; then
+    echo
+    echo "aoi run: stopping"
+    proc_stop "$build_pid" 10 "the build"
+    proc_stop "$watch_pid" 2 "aoi watch"
+    proc_stop "$ask_pid" 2 "the question loop"
+    proc_stop "$feed_pid" 2 "the feed (aoi feed)"
+    # The feed's end lets push send its last batch and exit by itself.
+    [ -z "$push_pid" ] || proc_wait_exit "$push_pid" 3
+    proc_stop "$push_pid" 2 "aoi push"
+    proc_stop "$server_pid" 20 "aoi serve"
+    proc_stop_all 5
+    if [ "$server_started" = 1 ]; then
+      echo "aoi run: stopped (server log: $root/$log)"
+    else
+      echo "aoi run: stopped"
+    fi
+  fi
+  [ -z "$tmp" ] || rm -rf "$tmp"
+}
+proc_traps cleanup
+
+mkdir -p build
+: >"$AOI_STAGE_LOG"
+if [ "${AOI_RUN_NO_BUILD:-0}" = 0 ]; then
+  stage_run "installing what is missing (Debian packages, llama.cpp's pinned source)" \
+    scripts/setup.sh
+  # scripts/build.sh prints its own stage lines (AOI_STAGE_LOG). It runs in a process group of its own that the
+  # cleanup stops, so that a SIGTERM stops the build as promptly as a Ctrl-C.
+  proc_start scripts/build.sh build
+  build_pid=$PROC_PID
+  status=0
+  wait "$build_pid" || status=$?
+  proc_stop "$build_pid" 0  # gone already: forgets it
+  build_pid=""
+  [ "$status" = 0 ] || exit "$status"  # scripts/build.sh said what failed
+fi
 
 generated=0
 if [ -z "$model" ]; then
@@ -69,59 +130,32 @@ if [ -z "$model" ]; then
   generated=1
   if [ ! -f "$model" ]; then
     mkdir -p models
-    build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$model"
+    stage_run "generating the demo model $model (random weights in SmolLM2-135M's shape)" \
+      build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$model"
   fi
 fi
 [ -f "$model" ] || { echo "aoi run: no model at $model" >&2; exit 1; }
 
-log=build/aoi-serve.log
-push_log=build/aoi-push.log
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aoi-run.XXXXXX")
-server_pid="" feed_pid="" push_pid="" ask_pid=""
 
-# Stops what this script started, newest first, the server last: SIGTERM, then SIGKILL if it does not exit.
-stop_pid() {  # pid, seconds to wait before SIGKILL
-  local pid=$1 tenths=$(($2 * 10))
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  while kill -0 "$pid" 2>/dev/null && [ "$tenths" -gt 0 ]; do sleep 0.1; tenths=$((tenths - 1)); done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-  trap - EXIT INT TERM HUP
-  set +e
-  echo
-  echo "aoi run: stopping"
-  stop_pid "$ask_pid" 2
-  stop_pid "$feed_pid" 2
-  # The feed's end lets push send its last batch and exit by itself.
-  local tenths=30
-  while [ -n "$push_pid" ] && kill -0 "$push_pid" 2>/dev/null && [ "$tenths" -gt 0 ]; do
-    sleep 0.1
-    tenths=$((tenths - 1))
-  done
-  stop_pid "$push_pid" 2
-  stop_pid "$server_pid" 20
-  rm -rf "$tmp"
-  echo "aoi run: stopped (server log: $root/$log)"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-echo "aoi run: starting aoi serve -m $model --port $port ${serve_args[*]} (log: $root/$log)"
+echo "aoi run: starting the server: aoi serve -m $model --port $port${serve_args[*]:+ ${serve_args[*]}} (log: $root/$log)"
 : >"$log"  # before the server starts, so that the wait below cannot read a previous run's log
-# In a session of its own, so that the terminal's Ctrl-C does not stop it before push has sent its last batch.
-setsid "$aoi" serve -m "$model" --port "$port" "${serve_args[@]}" >"$log" 2>&1 &
-server_pid=$!
+# In a session of its own (as everything started here): the terminal's Ctrl-C does not stop it before push has
+# sent its last batch; the cleanup does, last.
+proc_start "$aoi" serve -m "$model" --port "$port" "${serve_args[@]}" >"$log" 2>&1
+server_pid=$PROC_PID
+server_started=1
 until grep -q "^aoi: listening on" "$log" 2>/dev/null; do
-  if ! kill -0 "$server_pid" 2>/dev/null; then
-    wait "$server_pid" || true
+  if ! proc_alive "$server_pid"; then
+    status=0
+    wait "$server_pid" || status=$?
+    proc_stop "$server_pid" 0
     server_pid=""
-    echo "aoi run: the server did not start:" >&2
-    tail -n 20 "$log" >&2
+    {
+      echo "aoi run: the server did not start (exit status $status); the last 40 lines of its log:"
+      tail -n 40 "$log" | sed 's/^/    /'
+      echo "aoi run: the full log: $root/$log"
+    } >&2
     exit 1
   fi
   sleep 0.2
@@ -140,27 +174,27 @@ else
     --flash "$flash1" --flash "$flash2"
 fi
 
-# Background jobs are stopped by cleanup, not by the terminal's SIGINT. Simple commands started with & ignore
-# SIGINT already; a background { ...; } or function does not pass that on to what it runs, hence `trap '' INT`.
-# The feed goes through a named pipe rather than `feed | push &`, so that each has its own pid to stop.
+# The feed goes through a named pipe rather than `feed | push`, so that each has its own process group to stop:
+# the feed first, then push once it has sent its last batch.
+# shellcheck disable=SC2317  # run by proc_start
+push_records() {  # aoi session fifo push_log
+  "$1" push "$2" --ndjson --file "$3" --flush-ms 250 2>"$4" ||
+    { echo "aoi run: aoi push stopped:"; tail -n 1 "$4"; } >&2
+}
 fifo=$tmp/bars
 mkfifo "$fifo"
-{
-  trap '' INT
-  "$aoi" push "$session" --ndjson --file "$fifo" --flush-ms 250 2>"$push_log" ||
-    { echo "aoi run: aoi push stopped:"; tail -n 1 "$push_log"; } >&2
-} &
-push_pid=$!
-"$aoi" feed ohlcv --json --rate 2 --skip "$skip" >"$fifo" &
-feed_pid=$!
+proc_start push_records "$aoi" "$session" "$fifo" "$push_log"
+push_pid=$PROC_PID
+proc_start "$aoi" feed ohlcv --json --rate 2 --skip "$skip" >"$fifo"
+feed_pid=$PROC_PID
 
 # Asks every few seconds; the answer is shown on one line (newlines as \n) between the events.
-ask_loop() {
-  local child="" answer
-  trap '' INT
+# shellcheck disable=SC2317  # run by proc_start
+ask_loop() {  # aoi session question seconds tmp
+  local aoi=$1 session=$2 question=$3 every=$4 tmp=$5 child="" answer
   trap '[ -n "$child" ] && kill "$child" 2>/dev/null; exit 0' TERM
   while :; do
-    sleep "$ask_every" &
+    sleep "$every" &
     child=$!
     wait "$child"
     "$aoi" ask "$session" "$question" --max-tokens 16 >"$tmp/answer" 2>"$tmp/details" &
@@ -174,8 +208,8 @@ ask_loop() {
     sed 's/^/    /' "$tmp/details"
   done
 }
-ask_loop &
-ask_pid=$!
+proc_start ask_loop "$aoi" "$session" "$question" "$ask_every" "$tmp"
+ask_pid=$PROC_PID
 
 echo
 echo "aoi run: the dashboard is at $server/ (open it in a browser${AOI_API_KEY:+; it asks for the API key once})"
@@ -201,4 +235,10 @@ if [ "$generated" = 1 ]; then
 fi
 echo
 echo "aoi run: events of session $session (aoi watch $session):"
-"$aoi" watch "$session" --from 1
+# In the background like the rest, and waited for: a SIGTERM (not only the terminal's Ctrl-C) stops the script
+# at once, where a command in the foreground would hold its trap until the command ended.
+proc_start "$aoi" watch "$session" --from 1
+watch_pid=$PROC_PID
+status=0
+wait "$watch_pid" || status=$?
+exit "$status"
