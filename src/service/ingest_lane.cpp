@@ -32,17 +32,6 @@ void IngestLane::drop_held(const Error& why) {
   drop(why, held);
 }
 
-Result<session::TokenizedRecord> IngestLane::prepare(const PendingRecord& record) {
-  const session::Session& s = *rt_->session;
-  ingest::RecordRenderer& renderer = rt_->handle->renderer();
-  if (const auto* text = std::get_if<std::string>(&record.record)) {
-    return s.prepare_tokens(renderer.text_tokens(*text), record.seq);
-  }
-  auto tokens = renderer.tokens(std::get<ingest::Record>(record.record), 0);
-  if (!tokens) return tokens.error();
-  return s.prepare_tokens(std::move(tokens).value(), record.seq);
-}
-
 void IngestLane::fill_batch() {
   SessionHandle& h = *rt_->handle;
   const int budget = state_.ingest_batch_tokens(*rt_->session);
@@ -50,11 +39,13 @@ void IngestLane::fill_batch() {
   for (const auto& r : batch_) tokens += static_cast<int>(r.tokens.size());
   PendingRecord record;
   while (tokens < budget && h.pop(record)) {
-    auto prepared = prepare(record);
+    // Checked and tokenized when pushed; whether it fits the window is known here.
+    const std::uint64_t seq = record.seq;
+    auto prepared = rt_->session->prepare_tokens(std::move(record.tokens), seq);
     if (!prepared) {
-      rt_->rejected_pending.push_back(record.seq);
+      rt_->rejected_pending.push_back(seq);
       h.counters().records_rejected.fetch_add(1, std::memory_order_relaxed);
-      h.events().publish(RecordRejected{.seq = record.seq, .why = prepared.error()});
+      h.events().publish(RecordRejected{.seq = seq, .why = prepared.error()});
       continue;
     }
     tokens += static_cast<int>(prepared->tokens.size());

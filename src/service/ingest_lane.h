@@ -30,12 +30,11 @@ class IngestLane : public sched::Lane {
   void fail(const Error& error) override;
 
  private:
-  // Pops records up to the token budget and tokenizes them; invalid ones are counted and reported.
+  // Pops records up to the token budget; those that cannot fit the window are counted and reported.
   void fill_batch();
   // How many of batch_'s records the next append takes: those that fit the budget (at least one); the rest
   // open the next batch.
   size_t next_batch_size() const;
-  Result<session::TokenizedRecord> prepare(const PendingRecord& record);
   // Starts appends until one needs the forward pass, or waits for the primary or a spare.
   void start_appends();
   // A rebuild whose window is decoded takes the primary when it is its turn.

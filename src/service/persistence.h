@@ -88,7 +88,7 @@ struct RecoveredSession {
   std::uint64_t next_flash_id = 1;
   std::uint64_t event_ids_reserved = 0;  // ids up to here may have been handed out: continue after
   std::optional<SnapshotMeta> snapshot;  // what it resumes from; none: from its creation, the log replayed
-  std::vector<PendingRecord> tail;       // records after the snapshot, to ingest again, in order
+  std::vector<LoggedRecord> tail;        // records after the snapshot, to ingest again, in order
   std::uint64_t last_seq = 0;            // the highest sequence number ever handed out
   std::uint64_t dropped_after = 0;       // records after the snapshot that were dropped (or lost to damage)
   std::vector<std::string> warnings;     // what was wrong and how it was handled

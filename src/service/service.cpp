@@ -445,8 +445,9 @@ Result<PushResult> Service::push(const SessionRef& h, std::vector<RecordInput> r
   if (h->residency() == Residency::kDamaged) {
     return Error::damaged("session " + h->id() + " is damaged: " + h->view()->damage);
   }
-  if (Status valid = h->validate(records); !valid) return valid.error();
-  auto result = h->push(std::move(records));
+  auto prepared = h->prepare(std::move(records));
+  if (!prepared) return prepared.error();
+  auto result = h->push(std::move(prepared).value());
   if (!result || result->accepted == 0) return result;
   h->touch();
   // A session on disk comes back for its records (the push does not wait for it). Paired with the fence in

@@ -41,13 +41,24 @@ void SessionHandle::attach_files(std::shared_ptr<SessionFiles> files, store::Log
   }
 }
 
-void SessionHandle::resume(std::uint64_t last_seq, std::vector<PendingRecord> backlog) {
+void SessionHandle::resume(std::uint64_t last_seq, std::vector<LoggedRecord> backlog) {
   std::lock_guard lock(producer_mu_);
   next_seq_ = last_seq + 1;
   last_pushed_.store(last_seq, std::memory_order_release);
   if (!backlog.empty()) replay_until.store(backlog.back().seq);
-  backlog_.assign(std::make_move_iterator(backlog.begin()), std::make_move_iterator(backlog.end()));
+  backlog_.clear();
+  for (size_t i = 0; i < backlog.size(); ++i) {
+    // Checked when they were pushed; one that fails now (it cannot) is rejected at ingestion as empty.
+    auto tokens = record_tokens(backlog[i].record, i);
+    backlog_.push_back({backlog[i].seq, tokens ? std::move(tokens).value() : std::vector<engine::Token>{}});
+  }
   backlog_size_.store(backlog_.size(), std::memory_order_release);
+}
+
+Result<std::vector<engine::Token>> SessionHandle::record_tokens(const RecordInput& record, size_t index) {
+  std::lock_guard lock(renderer_mu_);
+  if (const auto* text = std::get_if<std::string>(&record)) return renderer_->text_tokens(*text);
+  return renderer_->tokens(std::get<ingest::Record>(record), index);
 }
 
 bool SessionHandle::pop(PendingRecord& out) {
@@ -64,25 +75,30 @@ void SessionHandle::touch() {
   last_used_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
 }
 
-Status SessionHandle::validate(const std::vector<RecordInput>& records) const {
-  const ingest::RecordTemplate* tmpl = renderer_->record_template();
+Result<PreparedRecords> SessionHandle::prepare(std::vector<RecordInput> records) {
+  const bool takes_objects = renderer_->record_template() != nullptr;  // const after construction
+  PreparedRecords out;
+  out.tokens_.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     if (const auto* text = std::get_if<std::string>(&records[i])) {
       if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
         return Error::invalid("records[" + std::to_string(i) + "]", "record is empty");
       }
-    } else if (tmpl == nullptr) {
+    } else if (!takes_objects) {
       return Error::invalid("records[" + std::to_string(i) + "]",
                             "object records need a session template; this session takes text records");
-    } else if (auto rendered = tmpl->render_text(std::get<ingest::Record>(records[i]), i); !rendered) {
-      return rendered.error();
     }
+    auto tokens = record_tokens(records[i], i);
+    if (!tokens) return tokens.error();
+    out.tokens_.push_back(std::move(tokens).value());
   }
-  return {};
+  out.records_ = std::move(records);
+  return out;
 }
 
-Result<PushResult> SessionHandle::push(std::vector<RecordInput> records) {
+Result<PushResult> SessionHandle::push(PreparedRecords prepared) {
   PushResult result;
+  std::vector<RecordInput>& records = prepared.records_;
   if (records.empty()) return result;
   std::uint64_t logged_to = 0;
   {
@@ -108,8 +124,8 @@ Result<PushResult> SessionHandle::push(std::vector<RecordInput> records) {
     last_push_ = now;
     result.first_seq = next_seq_;
     std::uint64_t first_dropped = 0;
-    for (auto& record : records) {
-      if (ring_.push(PendingRecord{next_seq_, std::move(record)}) > 0) {
+    for (auto& tokens : prepared.tokens_) {
+      if (ring_.push(PendingRecord{next_seq_, std::move(tokens)}) > 0) {
         // The ring drops its oldest: the record pushed `capacity` pushes ago (the ring holds consecutive
         // sequence numbers), so drops of one push are consecutive too.
         if (result.dropped == 0) first_dropped = next_seq_ - ring_.capacity();

@@ -2,7 +2,7 @@
 // parses them (src/server/records_body.h). Beyond not crashing:
 // - a refused body gets a 400, or a 422 naming the field at fault;
 // - every accepted record is valid UTF-8 (names and values), numbers keep JSON's grammar, an object's field
-//   names are distinct, and a text record is one line that SessionHandle::validate does not refuse as empty;
+//   names are distinct, and a text record is one line that SessionHandle::prepare does not refuse as empty;
 // - the parsers agree: a JSON body accepted is accepted the same by the WebSocket frame reader (which only
 //   also skips "op" and "ref"), NDJSON lines give the records of the same values in a JSON array, text lines
 //   one record per non-blank line, and is_valid_utf8 agrees with Unicode's table of well-formed sequences;
@@ -175,7 +175,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const RecordInput& r : *text) {
       const auto& line = std::get<std::string>(r);
       FUZZ_CHECK(line.find('\n') == std::string::npos, "a text record holds a newline: " + escaped(line));
-      // What SessionHandle::validate refuses (422 "record is empty") must not come out of a body's lines.
+      // What SessionHandle::prepare refuses (422 "record is empty") must not come out of a body's lines.
       FUZZ_CHECK(!blank(line, " \t\r\n"), "a blank line became the record " + escaped(line) + " of " + escaped(body));
     }
     FUZZ_CHECK(text->size() == n_lines, "text: " + std::to_string(text->size()) + " records of " +

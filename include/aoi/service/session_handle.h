@@ -32,10 +32,29 @@ class ViewPublisher;
 // A record as a client sends it: a line of text, or an object for the session's template.
 using RecordInput = std::variant<std::string, ingest::Record>;
 
-// One record waiting for ingestion.
+// One record waiting for ingestion: checked, rendered and tokenized once, when it was pushed (or, after a
+// restart, when its log was read back).
 struct PendingRecord {
   std::uint64_t seq = 0;
+  std::vector<engine::Token> tokens;
+};
+
+// A record as a session's log holds it, read back after a restart.
+struct LoggedRecord {
+  std::uint64_t seq = 0;
   RecordInput record;
+};
+
+// Records checked and turned into the tokens they append (SessionHandle::prepare), ready to push: the only
+// form a push takes, so that nothing reaches the log or the ring unchecked.
+class PreparedRecords {
+ public:
+  size_t size() const { return records_.size(); }
+
+ private:
+  friend class SessionHandle;
+  std::vector<RecordInput> records_;                // for the log
+  std::vector<std::vector<engine::Token>> tokens_;  // for ingestion
 };
 
 struct PushResult {
@@ -139,19 +158,22 @@ class SessionHandle {
                     std::optional<std::uint64_t> last_event_id);
   const std::shared_ptr<SessionFiles>& files() const { return files_; }
   // After a restart: sequence numbers continue after last_seq, and `backlog` (records logged but not yet
-  // ingested, in order) is ingested before anything pushed from now on. Before the handle is shared.
-  void resume(std::uint64_t last_seq, std::vector<PendingRecord> backlog);
+  // ingested, in order) is tokenized and ingested before anything pushed from now on. Before the handle is
+  // shared.
+  void resume(std::uint64_t last_seq, std::vector<LoggedRecord> backlog);
 
-  // Checks records before they are accepted: text not empty; objects only with a template, with every
-  // field it names. Errors name the field ("records[3].close"). Any thread.
-  Status validate(const std::vector<RecordInput>& records) const;
+  // Checks records and turns them into the tokens they append, once, on the caller's thread: text not empty;
+  // objects only with a template, with every field it names. Errors name the record ("records[3]",
+  // "records[3].close"). Any thread (the renderer serves one at a time). Whether a record fits the session's
+  // window is the one check left to ingestion, which knows the window.
+  Result<PreparedRecords> prepare(std::vector<RecordInput> records);
   // Producer side, any thread: assigns consecutive sequence numbers, writes the records to the log (with a
-  // data directory) and appends them to the ring. Never waits on inference (under fsync "always" it waits for
-  // the disk). Producers of one session are serialised by a mutex held for the pushes only, so sequence
-  // numbers follow ring and log order and the ring keeps a single producer. Validate first. Errors: the log
-  // cannot be written (kStorage; nothing was accepted), or the records are queued but could not be confirmed
-  // durable (kStorage, saying so), or the session was deleted (kNotFound; nothing was accepted).
-  Result<PushResult> push(std::vector<RecordInput> records);
+  // data directory) and appends their tokens to the ring. Never waits on inference (under fsync "always" it
+  // waits for the disk). Producers of one session are serialised by a mutex held for the pushes only, so
+  // sequence numbers follow ring and log order and the ring keeps a single producer. Errors: the log cannot
+  // be written (kStorage; nothing was accepted), or the records are queued but could not be confirmed durable
+  // (kStorage, saying so), or the session was deleted (kNotFound; nothing was accepted).
+  Result<PushResult> push(PreparedRecords records);
   // Deletes the session for its producers: every push from now on fails, and one in progress ends first, so
   // that what was accepted is in the ring (and counted as pushed) when close returns. Any thread, once.
   void close();
@@ -204,12 +226,13 @@ class SessionHandle {
   std::atomic<std::int64_t> last_used_ns{0};
   void touch();
 
-  // Turns records into tokens. Inference thread only.
-  ingest::RecordRenderer& renderer() { return *renderer_; }
-
  private:
   const session::SessionConfig config_;
-  std::unique_ptr<ingest::RecordRenderer> renderer_;
+  // Tokens of one record through the renderer (any thread, one at a time). index: the record's place in its
+  // push, for error fields.
+  Result<std::vector<engine::Token>> record_tokens(const RecordInput& record, size_t index);
+  std::mutex renderer_mu_;
+  std::unique_ptr<ingest::RecordRenderer> renderer_;  // guarded by renderer_mu_
   std::shared_ptr<SessionFiles> files_;
   store::LogSyncer* syncer_ = nullptr;
   std::deque<PendingRecord> backlog_;  // consumer only (filled before the handle is shared)
