@@ -72,11 +72,12 @@ Response error_response(const Request& req, const Error& error);
 // JSON text that never throws on invalid UTF-8 (replaced), for bodies and events.
 std::string dump(const nlohmann::json& j);
 
-// Server-sent events on a raw stream: the response header, then events, then the connection closes.
+// Server-sent events on a call's raw stream: the response header (with the request's CORS headers), then
+// events, then the connection closes.
 class SseWriter {
  public:
-  explicit SseWriter(beast::tcp_stream& stream) : stream_(stream) {}
-  net::awaitable<bool> start(const Request& req);  // false: the client is gone
+  explicit SseWriter(Call& call) : call_(call), stream_(call.stream) {}
+  net::awaitable<bool> start();  // false: the client is gone
   net::awaitable<bool> event(std::string_view type, std::string_view data, std::optional<std::uint64_t> id = {});
   net::awaitable<bool> data(std::string_view data);  // "data: ...\n\n" without an event name
   net::awaitable<bool> comment(std::string_view text);
@@ -84,6 +85,7 @@ class SseWriter {
 
  private:
   net::awaitable<bool> write(std::string text);
+  Call& call_;
   beast::tcp_stream& stream_;
   bool ok_ = true;
 };

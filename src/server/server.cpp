@@ -26,6 +26,7 @@
 #include "aoi/server/http_error.h"
 #include "aoi/server/metrics.h"
 #include "aoi/service/service.h"
+#include "cors.h"
 #include "http.h"
 #include "http_request.h"
 #include "sse_stream.h"
@@ -103,12 +104,14 @@ net::awaitable<bool> SseWriter::write(std::string text) {
   co_return ok_;
 }
 
-net::awaitable<bool> SseWriter::start(const Request& req) {
+net::awaitable<bool> SseWriter::start() {
   // No length and no chunking: the stream ends when the connection closes.
   std::string head =
       "HTTP/1.1 200 OK\r\nServer: aoi\r\nContent-Type: text/event-stream\r\n"
-      "Cache-Control: no-cache\r\nConnection: close\r\nX-Accel-Buffering: no\r\n\r\n";
-  (void)req;
+      "Cache-Control: no-cache\r\nConnection: close\r\nX-Accel-Buffering: no\r\n";
+  // Values from the configuration or the request's own Origin (which the parser holds free of line breaks).
+  for (const auto& [name, value] : cors_headers(call_.options, call_.request)) head += name + ": " + value + "\r\n";
+  head += "\r\n";
   co_return co_await write(std::move(head));
 }
 
@@ -272,9 +275,11 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   bool path_known = false;
   std::string allow;  // the methods the path has, for a 405
   std::vector<std::string> params;
+  std::string_view first_pattern;  // of the routes the path matches, for a preflight's label
   for (const auto& route : routes) {
     std::vector<std::string> p;
     if (!match_route(route.pattern, parts, p)) continue;
+    if (!path_known) first_pattern = route.pattern;
     path_known = true;
     allow += (allow.empty() ? "" : ", ") + std::string(sv(http::to_string(route.method)));
     if (route.method == req.method()) {
@@ -282,6 +287,18 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
       params = std::move(p);
       break;
     }
+  }
+  // A browser's CORS preflight never carries the key (a page cannot add headers to it), so it is answered before
+  // the key is checked: which methods a path takes is in docs/api.md, and {id} matches any id, so the answer
+  // tells nothing of sessions. The request it precedes is checked as any other. Without --allowed-origins an
+  // OPTIONS is an unknown method like any other (401, or 405 on an open server).
+  if (cors_enabled(options) && is_preflight(req)) {
+    if (!path_known) {
+      labels.route = "unmatched";
+      co_return Outcome{error_response(req, Error::not_found("no route for " + std::string(path)))};
+    }
+    labels.route = std::string(first_pattern);
+    co_return Outcome{preflight_response(options, req, allow)};
   }
   // The key is checked before anything is said about the path: without one, an unknown path and a known one
   // with the wrong method answer alike (no 404/405 oracle).
@@ -371,6 +388,8 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
       } else {
         res = error_response(bad, Error::malformed("bad HTTP request: " + ec.message()));
       }
+      // The header, when it was read whole (a body over the limit), says which origin asks.
+      if (ec != http::error::header_limit) add_cors_headers(options, parser.get(), res);
       metrics.observe_request("unparsed", "-", res.result_int(), "-", 0.0);
       co_await reply_and_close(stream, std::move(res));
       co_return;
@@ -384,6 +403,7 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
       if (is_socket_target(sv(req.target()))) {
         auto outcome = co_await dispatch(req, stream, labels);
         if (outcome.response) {
+          add_cors_headers(options, req, *outcome.response);
           co_await http::async_write(stream, *outcome.response, net::redirect_error(net::use_awaitable, ec));
         }
         metrics.observe_request(labels.route, "GET", outcome.response ? outcome.response->result_int() : 101,
@@ -401,6 +421,8 @@ net::awaitable<void> Server::Impl::connection(tcp::socket socket) {
       spdlog::error("{} {}: {}", std::string(sv(req.method_string())), std::string(sv(req.target())), e.what());
       outcome = Outcome{error_response(req, Error::internal(e.what()))};
     }
+    // Errors too: a page must be able to read why it was refused (401, 404, 429 and its Retry-After).
+    if (outcome.response) add_cors_headers(options, req, *outcome.response);
     const int status = outcome.response ? outcome.response->result_int() : outcome.status;
     if (!outcome.response) {
       metrics.observe_request(labels.route, sv(req.method_string()), status, labels.tenant,
@@ -423,6 +445,7 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(o
 Server::~Server() { stop(); }
 
 Status Server::listen() {
+  if (Status st = check_allowed_origins(impl_->options.allowed_origins); !st) return st;
   auto keys = impl_->read_keys();
   if (!keys) return keys.error();
   {

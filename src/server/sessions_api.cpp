@@ -298,8 +298,8 @@ net::awaitable<Outcome> events(Call& call) {
           error_response(call.request, Error::malformed("Last-Event-ID must be a number", "Last-Event-ID"))};
     }
   }
-  SseWriter sse(call.stream);
-  if (!co_await sse.start(call.request)) co_return Outcome{std::nullopt, 200};
+  SseWriter sse(call);
+  if (!co_await sse.start()) co_return Outcome{std::nullopt, 200};
   const auto executor = co_await net::this_coro::executor;
   auto mailbox = std::make_shared<Mailbox<service::Event>>(executor);
   const auto token = h->events().subscribe([mailbox](const service::Event& e) { mailbox->put(e); }, after);

@@ -55,7 +55,7 @@ net::awaitable<bool> write_frames(SseWriter& sse, const std::vector<SseFrame>& f
 // (Frames go through named locals: GCC 12 destroys temporaries inside a co_await expression twice.)
 template <class R>
 net::awaitable<std::pair<Outcome, std::optional<R>>> pump(Call& call, Stream<R>& stream, StreamFormat<R>& format) {
-  SseWriter sse(call.stream);
+  SseWriter sse(call);
   bool started = false;
   for (;;) {
     auto items = co_await stream.mailbox->take(call.options.sse_ping);
@@ -67,7 +67,7 @@ net::awaitable<std::pair<Outcome, std::optional<R>>> pump(Call& call, Stream<R>&
           co_return std::make_pair(std::move(plain), std::optional<R>());
         }
         const std::vector<SseFrame> opening = format.start();
-        started = co_await sse.start(call.request) && co_await write_frames(sse, opening);
+        started = co_await sse.start() && co_await write_frames(sse, opening);
       }
       if (result == nullptr) {
         const std::vector<SseFrame> frames = format.piece(std::get<std::string>(item));

@@ -82,6 +82,12 @@ void add_serve_options(CLI::App& app, ServeOptions& o) {
                  "tenants: a file of 'KEY TENANT [sessions=N] [cells=N] [records_per_s=N] [queries_per_s=N]' lines; "
                  "SIGHUP reloads it")
       ->check(CLI::ExistingFile);
+  app.add_option("--allowed-origins", o.allowed_origins,
+                 "web pages on these origins may call the server from a browser (CORS): a comma-separated list "
+                 "of exact origins such as https://app.example.com, or * for any; they still need a key when the "
+                 "server has keys (default: none, no CORS headers)")
+      ->delimiter(',')
+      ->type_name("LIST|*");
   app.add_option("--max-body-bytes", o.max_body_bytes, "largest request body")->capture_default_str();
   app.add_option("--max-header-bytes", o.max_header_bytes, "largest request line and headers (over it: 431)")
       ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 24))
@@ -215,6 +221,7 @@ int run_serve(const ServeOptions& o) {
   so.port = static_cast<std::uint16_t>(o.port);
   so.api_keys = o.api_keys;
   so.api_keys_file = o.api_keys_file;
+  so.allowed_origins = o.allowed_origins;
   so.max_body_bytes = o.max_body_bytes;
   so.max_header_bytes = o.max_header_bytes;
   so.request_timeout = std::chrono::seconds(o.request_timeout);

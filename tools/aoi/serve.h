@@ -24,7 +24,8 @@ struct ServeOptions {
   std::string flash_attn = "off";
   int n_gpu_layers = 0;
   std::vector<std::string> api_keys;
-  std::string api_keys_file;  // tenants (server/tenants.h); SIGHUP reloads it
+  std::string api_keys_file;                 // tenants (server/tenants.h); SIGHUP reloads it
+  std::vector<std::string> allowed_origins;  // CORS: origins of web pages that may call the server, or "*"
   std::size_t max_body_bytes = 16u << 20;
   std::size_t max_header_bytes = 64u << 10;
   int request_timeout = 30;  // seconds to send a whole request

@@ -40,6 +40,10 @@ struct ServerOptions {
   // closed, so that clients holding connections cannot take every descriptor.
   std::size_t max_connections = 512;
   std::chrono::seconds sse_ping{15};  // comment lines on idle event streams
+  // Web pages on these origins ("https://app.example.com", exact; "*": any) may call the server from a browser
+  // (CORS): their preflights are answered before any key is checked, and every response, errors and event
+  // streams included, lets them read it. Empty: no CORS headers at all. listen() refuses one that is no origin.
+  std::vector<std::string> allowed_origins;
 };
 
 class Server {
