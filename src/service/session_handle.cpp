@@ -47,6 +47,7 @@ void SessionHandle::resume(std::uint64_t last_seq, std::vector<LoggedRecord> bac
   last_pushed_.store(last_seq, std::memory_order_release);
   if (!backlog.empty()) replay_until.store(backlog.back().seq);
   backlog_.clear();
+  std::lock_guard render(renderer_mu_);
   for (size_t i = 0; i < backlog.size(); ++i) {
     // Checked when they were pushed; one that fails now (it cannot) is rejected at ingestion as empty.
     auto tokens = record_tokens(backlog[i].record, i);
@@ -56,7 +57,6 @@ void SessionHandle::resume(std::uint64_t last_seq, std::vector<LoggedRecord> bac
 }
 
 Result<std::vector<engine::Token>> SessionHandle::record_tokens(const RecordInput& record, size_t index) {
-  std::lock_guard lock(renderer_mu_);
   if (const auto* text = std::get_if<std::string>(&record)) return renderer_->text_tokens(*text);
   return renderer_->tokens(std::get<ingest::Record>(record), index);
 }
@@ -79,6 +79,7 @@ Result<PreparedRecords> SessionHandle::prepare(std::vector<RecordInput> records)
   const bool takes_objects = renderer_->record_template() != nullptr;  // const after construction
   PreparedRecords out;
   out.tokens_.reserve(records.size());
+  std::lock_guard render(renderer_mu_);  // once for the whole push
   for (size_t i = 0; i < records.size(); ++i) {
     if (const auto* text = std::get_if<std::string>(&records[i])) {
       if (text->find_first_not_of(" \t\r\n") == std::string::npos) {

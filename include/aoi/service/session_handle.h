@@ -228,8 +228,8 @@ class SessionHandle {
 
  private:
   const session::SessionConfig config_;
-  // Tokens of one record through the renderer (any thread, one at a time). index: the record's place in its
-  // push, for error fields.
+  // Tokens of one record through the renderer; renderer_mu_ held. index: the record's place in its push, for
+  // error fields.
   Result<std::vector<engine::Token>> record_tokens(const RecordInput& record, size_t index);
   std::mutex renderer_mu_;
   std::unique_ptr<ingest::RecordRenderer> renderer_;  // guarded by renderer_mu_
