@@ -7,18 +7,18 @@
 namespace aoi::sched {
 namespace {
 
-bool interactive(Priority p) { return p != Priority::kStream; }
+bool interactive(Priority p) { return p != Priority::kBackground; }
 
 }  // namespace
 
 const char* priority_name(Priority priority) {
   switch (priority) {
     case Priority::kFlash: return "flash";
-    case Priority::kSession: return "session";
-    case Priority::kPool: return "pool";
-    case Priority::kStream: return "stream";
+    case Priority::kInteractive: return "interactive";
+    case Priority::kCompletion: return "completion";
+    case Priority::kBackground: return "background";
   }
-  return "stream";
+  return "background";
 }
 
 std::pair<int, std::uint64_t> RoundRobin::rank(Priority priority, std::uint64_t tenant) const {
@@ -72,7 +72,7 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
   for (size_t i : order) {
     const LaneDemand& d = lanes[i];
     if (d.prefill_tokens <= 0) continue;
-    if (d.priority == Priority::kStream && interactive_demand && !aged(d)) {
+    if (d.priority == Priority::kBackground && interactive_demand && !aged(d)) {
       plan.grants[i].held = true;
       plan.background_held = true;
       continue;
@@ -104,7 +104,7 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
 int next_wait(const LaneDemand& lane, const LaneGrant& grant, const PassPlan& plan) {
   if (lane.prefill_tokens == 0) return lane.passes_waiting;
   if (grant.prefill == 0) {
-    return lane.priority == Priority::kStream && !plan.background_held ? 0 : lane.passes_waiting + 1;
+    return lane.priority == Priority::kBackground && !plan.background_held ? 0 : lane.passes_waiting + 1;
   }
   return grant.prefill >= std::min(plan.chunk, lane.prefill_tokens) ? 0 : lane.passes_waiting;
 }

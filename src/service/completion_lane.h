@@ -1,4 +1,4 @@
-// One stateless completion (POOL): waits for a pool sequence (its prompt + max_tokens fit one, checked at
+// One stateless completion (COMPLETION): waits for a pool sequence (its prompt + max_tokens fit one, checked at
 // submission), starts from the longest cached prefix of its prompt the pool can give it (sequence_pool.h),
 // prefills the rest and generates, through shared passes. Completions that start with the same tokens at the
 // same time prefill them once (grouped prefill: the followers copy the leader's sequence). Once its prompt is
@@ -30,7 +30,7 @@ class CompletionLane : public sched::Lane {
                  std::optional<std::string> cache_key);
   ~CompletionLane() override;
 
-  sched::Priority priority() const override { return sched::Priority::kPool; }
+  sched::Priority priority() const override { return sched::Priority::kCompletion; }
   std::uint64_t tenant() const override { return tenant_; }
   std::string_view name() const override { return "completion"; }
   sched::Demand poll(sched::Clock::time_point now) override;

@@ -1,4 +1,4 @@
-// A session coming into the cache (SESSION): a new one, or one coming back from disk or from an exported
+// A session coming into the cache (INTERACTIVE): a new one, or one coming back from disk or from an exported
 // snapshot. It first takes a sequence (moving the least recently used idle session to disk when none is free
 // and there is a data directory; waiting up to StoreParams::resident_wait for one); then either decodes Region
 // 0 and the scaffold through shared passes (or copies Region 0 from a resident session with the same system
@@ -28,7 +28,7 @@ class CreateLane : public sched::Lane {
              std::optional<store::SnapshotData> snapshot, std::function<void(Status)> done);
   ~CreateLane() override;
 
-  sched::Priority priority() const override { return sched::Priority::kSession; }
+  sched::Priority priority() const override { return sched::Priority::kInteractive; }
   std::uint64_t tenant() const override { return tenant_; }
   std::string_view name() const override { return "session create"; }
   sched::Demand poll(sched::Clock::time_point now) override;

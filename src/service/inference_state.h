@@ -105,9 +105,9 @@ class InferenceState {
     draft_accepted_.fetch_add(static_cast<std::uint64_t>(r.n_accepted), std::memory_order_relaxed);
   }
   // A spare sequence for `lane`'s rebuild, when one is free and every lane that asked before it has one: the
-  // spares go in the order they were asked for. (Taken by whichever lane polled first, a freed spare went to
-  // the same few sessions pass after pass, and the others' windows were never rebuilt.) A lane that asked
-  // and no longer needs one (it rebuilds no more, or it ends) says so with forget_spare.
+  // spares go in the order they were asked for, so that no session's rebuild waits behind others that poll
+  // first in every pass. A lane that asked and no longer needs one (it rebuilds no more, or it ends) says so
+  // with forget_spare.
   std::optional<sched::SeqLease> take_spare(const void* lane);
   void forget_spare(const void* lane);
   sched::InferenceLoop& loop() { return *loop_; }

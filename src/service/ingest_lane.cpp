@@ -78,7 +78,7 @@ void IngestLane::start_appends() {
     if (kind != session::AppendKind::kRebuild) state_.forget_spare(this);
     if (kind == session::AppendKind::kInPlace) {
       // In place: when it is ingestion's turn on the primary.
-      arbiter.want(this, sched::Priority::kStream);
+      arbiter.want(this, sched::Priority::kBackground);
       if (!arbiter.acquire(this)) break;
     } else if (kind == session::AppendKind::kRebuild) {
       auto lease = state_.take_spare(this);

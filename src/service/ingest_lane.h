@@ -1,4 +1,4 @@
-// Background ingestion of one session (STREAM): drains the session's ring in batches bounded by a token
+// Background ingestion of one session (BACKGROUND): drains the session's ring in batches bounded by a token
 // budget, tokenizes them, and appends each batch through shared passes: in place on the session's primary
 // (taken through its arbiter), or, when recompute eviction rebuilds the window, on a spare sequence while
 // questions keep answering (see session_append.h). Publishes data_updated, the ready verdict and the snapshot
@@ -19,7 +19,7 @@ class IngestLane : public sched::Lane {
   IngestLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt);
   ~IngestLane() override;
 
-  sched::Priority priority() const override { return sched::Priority::kStream; }
+  sched::Priority priority() const override { return sched::Priority::kBackground; }
   std::uint64_t tenant() const override { return rt_->tenant; }
   std::string_view name() const override { return "ingestion"; }
   sched::Demand poll(sched::Clock::time_point now) override;

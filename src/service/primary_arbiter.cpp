@@ -9,7 +9,7 @@ namespace {
 // The order a session's operations take its primary in: questions, then flash questions, then appends.
 int rank(sched::Priority p) {
   switch (p) {
-    case sched::Priority::kSession: return 0;
+    case sched::Priority::kInteractive: return 0;
     case sched::Priority::kFlash: return 1;
     default: return 2;
   }
@@ -45,12 +45,12 @@ bool PrimaryArbiter::acquire(const void* who) {
       continue;
     }
     // A flash round in progress holds the data version: appends wait for its end.
-    if (pins_ > 0 && w.priority == sched::Priority::kStream) continue;
+    if (pins_ > 0 && w.priority == sched::Priority::kBackground) continue;
     if (best == nullptr || key(w) < key(*best)) best = &w;
   }
   if (best == nullptr || best->who != who) return false;
   // A new append would keep a waiter ahead of it from ever seeing the session settled.
-  if (best->priority == sched::Priority::kStream && first_aside != nullptr && key(*first_aside) < key(*best)) {
+  if (best->priority == sched::Priority::kBackground && first_aside != nullptr && key(*first_aside) < key(*best)) {
     return false;
   }
   hold(who);

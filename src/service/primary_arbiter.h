@@ -9,8 +9,8 @@
 
 namespace aoi::service {
 
-// A question (SESSION) goes first, then a flash question (FLASH: work done ahead of time), then an append
-// (STREAM), the longest waiting first within a class; an operation passed over kMaxPassedOver times goes first
+// A question (INTERACTIVE) goes first, then a flash question (FLASH: work done ahead of time), then an append
+// (BACKGROUND), the longest waiting first within a class; an operation passed over kMaxPassedOver times goes first
 // of all, so that questions never starve ingestion nor flash rounds. A flash round pins the data version:
 // appends wait until it ends, questions may run between its questions.
 //

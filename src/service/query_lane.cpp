@@ -18,7 +18,7 @@ QueryLane::QueryLane(std::shared_ptr<SessionRuntime> rt, QueryRequest request,
       submitted_(sched::Clock::now()) {
   // Its place in the session's queue, from now (a question asked before an append begins goes first) unless
   // it waits for data: then from when the data is in, so that it never holds up the ingestion it waits for.
-  if (!request_.min_seq) rt_->arbiter.want(this, sched::Priority::kSession);
+  if (!request_.min_seq) rt_->arbiter.want(this, sched::Priority::kInteractive);
   rt_->queries++;
 }
 
@@ -53,7 +53,7 @@ sched::Demand QueryLane::poll(sched::Clock::time_point now) {
   if (!query_) {
     session::Session& s = *rt_->session;
     if (request_.min_seq && s.last_record_seq() < *request_.min_seq) return {};
-    rt_->arbiter.want(this, sched::Priority::kSession);
+    rt_->arbiter.want(this, sched::Priority::kInteractive);
     if (s.primary_busy() || !rt_->arbiter.acquire(this)) return {};
     queue_ms_ = ms_between(submitted_, now);
     session::QueryParams params{request_.question, request_.generation};

@@ -1,4 +1,4 @@
-// One question on a session (SESSION). Waits, if asked, until ingestion has covered a record sequence number
+// One question on a session (INTERACTIVE). Waits, if asked, until ingestion has covered a record sequence number
 // (read-your-writes), and for its turn on the session's primary (its arbiter: questions first); then runs the
 // question through shared passes, streaming text as it appears.
 #pragma once
@@ -19,7 +19,7 @@ class QueryLane : public sched::Lane {
             std::function<void(Result<QueryOutcome>)> done);
   ~QueryLane() override;
 
-  sched::Priority priority() const override { return sched::Priority::kSession; }
+  sched::Priority priority() const override { return sched::Priority::kInteractive; }
   std::uint64_t tenant() const override { return rt_->tenant; }
   std::string_view name() const override { return "session query"; }
   sched::Demand poll(sched::Clock::time_point now) override;

@@ -6,7 +6,7 @@ SettleLane::SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt
                        std::function<void(const Error&)> failed)
     : state_(state), rt_(std::move(rt)), then_(std::move(then)), failed_(std::move(failed)) {
   rt_->queries++;                                            // it stays in the cache meanwhile
-  rt_->arbiter.wait_aside(this, sched::Priority::kSession);  // its place from now
+  rt_->arbiter.wait_aside(this, sched::Priority::kInteractive);  // its place from now
 }
 
 SettleLane::~SettleLane() {
@@ -18,10 +18,10 @@ sched::Demand SettleLane::poll(sched::Clock::time_point) {
   if (!then_) return {};
   if (!state_.settled(*rt_)) {
     // An append runs: what it waits for (a flash round to end) may pass; new appends may not.
-    rt_->arbiter.wait_aside(this, sched::Priority::kSession);
+    rt_->arbiter.wait_aside(this, sched::Priority::kInteractive);
     return {};
   }
-  rt_->arbiter.want(this, sched::Priority::kSession);
+  rt_->arbiter.want(this, sched::Priority::kInteractive);
   if (!rt_->arbiter.acquire(this)) return {};
   auto then = std::move(then_);
   then_ = nullptr;

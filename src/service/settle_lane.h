@@ -1,4 +1,4 @@
-// Work that needs a settled session (SESSION): waits until no append is in flight, ingestion holds no records
+// Work that needs a settled session (INTERACTIVE): waits until no append is in flight, ingestion holds no records
 // and the session's turn on its primary comes, then runs `then` on it, once, without a forward pass (an
 // export, a save to the data directory). Gives up after a minute with a timeout.
 #pragma once
@@ -19,7 +19,7 @@ class SettleLane : public sched::Lane {
              std::function<void(const Error&)> failed);
   ~SettleLane() override;
 
-  sched::Priority priority() const override { return sched::Priority::kSession; }
+  sched::Priority priority() const override { return sched::Priority::kInteractive; }
   std::uint64_t tenant() const override { return rt_->tenant; }
   std::string_view name() const override { return "settled session work"; }
   sched::Demand poll(sched::Clock::time_point now) override;

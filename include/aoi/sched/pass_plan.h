@@ -4,11 +4,11 @@
 // The rules, in the order they apply:
 //   1. Decode rows first: every lane with sampled tokens waiting (one row per growing answer) joins, highest
 //      class first, as long as the pass has room.
-//   2. Then prefill chunks (prompt, question or record tokens), in class order FLASH > SESSION > POOL >
-//      STREAM, round-robin among tenants (sessions) within a class, each lane a chunk of
+//   2. Then prefill chunks (prompt, question or record tokens), in class order FLASH > INTERACTIVE > COMPLETION >
+//      BACKGROUND, round-robin among tenants (sessions) within a class, each lane a chunk of
 //      clamp(n_batch / N_prefilling, chunk_min, chunk_max) tokens while the pass has room; room left over
 //      goes to the same lanes again, up to chunk_max each.
-//   3. Background ingestion (STREAM) does not prefill beside interactive work (any FLASH, SESSION or POOL
+//   3. Background ingestion (BACKGROUND) does not prefill beside interactive work (any FLASH, INTERACTIVE or COMPLETION
 //      demand), so a question's passes stay short: it waits at most the pass in flight when it arrived.
 //   4. Aging: a lane that had prefill to do and got none for aging_passes passes goes first, whatever its
 //      class and whatever else runs, so no class starves another. (For background lanes the count is how long
@@ -31,7 +31,7 @@
 namespace aoi::sched {
 
 struct LaneDemand {
-  Priority priority = Priority::kStream;
+  Priority priority = Priority::kBackground;
   std::uint64_t tenant = 0;  // round-robin key: the lanes of one session share it
   int decode_rows = 0;       // rows that join together or not at all (one per growing answer)
   int prefill_tokens = 0;    // tokens left to prefill; any leading part of them may join (a chunk)

@@ -1,17 +1,18 @@
-// The classes of inference work, highest first (paper §3.6): flash-query rounds, interactive session
-// questions, stateless completions, background ingestion.
+// The classes of inference work by their role, highest first (the paper's §3.6): flash-query rounds (answers
+// prepared ahead of the question), interactive work a client waits on (session questions, session creation,
+// exports), stateless completions, and background work nobody waits on (ingestion, window rebuilds).
 #pragma once
 
 namespace aoi::sched {
 
 enum class Priority : int {
-  kFlash = 0,    // flash-query rounds
-  kSession = 1,  // interactive session queries (and session creation)
-  kPool = 2,     // stateless API completions
-  kStream = 3,   // background ingestion
+  kFlash = 0,
+  kInteractive = 1,
+  kCompletion = 2,
+  kBackground = 3,
 };
 inline constexpr int kPriorityCount = 4;
 
-const char* priority_name(Priority priority);  // "flash", "session", "pool", "stream"
+const char* priority_name(Priority priority);  // "flash", "interactive", "completion", "background"
 
 }  // namespace aoi::sched

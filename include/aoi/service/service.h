@@ -250,7 +250,7 @@ class Service {
              std::function<void(Result<QueryOutcome>)> done);
   Result<QueryOutcome> query(std::string_view id, QueryRequest request);  // waits
 
-  // Stateless completion on a pool sequence (POOL priority): max_tokens is cut to what the sequence holds
+  // Stateless completion on a pool sequence (COMPLETION priority): max_tokens is cut to what the sequence holds
   // beside the prompt. Errors: the prompt does not fit (invalid, field "messages" or "prompt"), every slot
   // busy for too long (overloaded).
   void generate(GenerateRequest request, std::function<void(std::string_view)> on_text,

@@ -193,7 +193,7 @@ TEST_F(InferenceLoopTest, LanesShareOnePassPerStep) {
     for (engine::SeqId s : {3, 0, 2, 1}) {
       auto log = std::make_shared<FakeLane::Log>();
       logs.push_back(log);
-      loop_->add(std::make_unique<FakeLane>(s, Priority::kSession, 3, 5, log));
+      loop_->add(std::make_unique<FakeLane>(s, Priority::kInteractive, 3, 5, log));
     }
   });
   ASSERT_TRUE(wait([&] {
@@ -214,8 +214,8 @@ TEST_F(InferenceLoopTest, LanesShareOnePassPerStep) {
 TEST_F(InferenceLoopTest, AWaitingLaneRunsWhenWokenAndFailsAtItsDeadline) {
   start();
   auto gate = std::make_shared<std::atomic<bool>>(false);
-  auto woken = spawn(1, Priority::kSession, 2, 1, [&](FakeLane& l) { l.gate_ = gate; });
-  auto expires = spawn(2, Priority::kSession, 2, 1, [&](FakeLane& l) {
+  auto woken = spawn(1, Priority::kInteractive, 2, 1, [&](FakeLane& l) { l.gate_ = gate; });
+  auto expires = spawn(2, Priority::kInteractive, 2, 1, [&](FakeLane& l) {
     l.gate_ = std::make_shared<std::atomic<bool>>(false);
     l.deadline_ = Clock::now() + 50ms;
   });
@@ -233,8 +233,8 @@ TEST_F(InferenceLoopTest, AWaitingLaneRunsWhenWokenAndFailsAtItsDeadline) {
 
 TEST_F(InferenceLoopTest, ALaneThatThrowsFailsAloneAndTheLoopGoesOn) {
   start();
-  auto bad = spawn(1, Priority::kSession, 2, 1, [](FakeLane& l) { l.throw_in_poll_ = true; });
-  auto good = spawn(2, Priority::kSession, 2, 3);
+  auto bad = spawn(1, Priority::kInteractive, 2, 1, [](FakeLane& l) { l.throw_in_poll_ = true; });
+  auto good = spawn(2, Priority::kInteractive, 2, 3);
   ASSERT_TRUE(wait([&] { return bad->failed.load() && good->done.load(); }));
   std::lock_guard lock(bad->mu);
   EXPECT_EQ(bad->error.type, ErrorType::kInternal);
@@ -242,7 +242,7 @@ TEST_F(InferenceLoopTest, ALaneThatThrowsFailsAloneAndTheLoopGoesOn) {
   std::promise<void> p;
   loop_->post([&](LoopToken&) { throw std::runtime_error("a command throws"); }, [&](const Error&) { p.set_value(); });
   p.get_future().get();
-  auto after = spawn(3, Priority::kPool, 1, 1);
+  auto after = spawn(3, Priority::kCompletion, 1, 1);
   EXPECT_TRUE(wait([&] { return after->done.load(); }));
 }
 
@@ -250,9 +250,9 @@ TEST_F(InferenceLoopTest, NoSlotBuildsThePassAgainWithoutTheLeastUrgentLane) {
   forward_.room = 10;
   start();
   // Two decode rows (session) and a stream prefill of 40: together more than the cache takes.
-  auto stream = spawn(1, Priority::kStream, 40, 0);
-  auto q1 = spawn(2, Priority::kSession, 0, 3);
-  auto q2 = spawn(3, Priority::kSession, 0, 3);
+  auto stream = spawn(1, Priority::kBackground, 40, 0);
+  auto q1 = spawn(2, Priority::kInteractive, 0, 3);
+  auto q2 = spawn(3, Priority::kInteractive, 0, 3);
   ASSERT_TRUE(wait([&] { return q1->done.load() && q2->done.load(); }));
   // The stream lane is alone now with a chunk too large for the room: it fails with a clear error.
   ASSERT_TRUE(wait([&] { return stream->failed.load(); }));
@@ -264,12 +264,12 @@ TEST_F(InferenceLoopTest, NoSlotBuildsThePassAgainWithoutTheLeastUrgentLane) {
 TEST_F(InferenceLoopTest, AFailedPassFailsItsLanesOnly) {
   start();
   auto gate = std::make_shared<std::atomic<bool>>(false);
-  auto later = spawn(2, Priority::kSession, 1, 1, [&](FakeLane& l) { l.gate_ = gate; });
+  auto later = spawn(2, Priority::kInteractive, 1, 1, [&](FakeLane& l) { l.gate_ = gate; });
   {
     std::lock_guard lock(forward_.mu);
     forward_.fail_next = true;
   }
-  auto hit = spawn(1, Priority::kSession, 2, 2);
+  auto hit = spawn(1, Priority::kInteractive, 2, 2);
   ASSERT_TRUE(wait([&] { return hit->failed.load(); }));
   {
     std::lock_guard lock(hit->mu);
@@ -293,7 +293,7 @@ TEST_F(InferenceLoopTest, LanesWithTheSamePromptPrefillItOnce) {
     for (engine::SeqId s = 0; s < 3; ++s) {
       auto log = std::make_shared<FakeLane::Log>();
       logs.push_back(log);
-      auto lane = std::make_unique<FakeLane>(s, Priority::kPool, 48, 2, log);
+      auto lane = std::make_unique<FakeLane>(s, Priority::kCompletion, 48, 2, log);
       lane->shared_prompt_ = &prompt;
       loop_->add(std::move(lane));
     }
@@ -318,7 +318,7 @@ TEST_F(InferenceLoopTest, ShutdownFailsEveryLaneAndCommandOnce) {
   auto gate = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::shared_ptr<FakeLane::Log>> waiting;
   for (engine::SeqId s = 0; s < 5; ++s)
-    waiting.push_back(spawn(s, Priority::kStream, 5, 0, [&](FakeLane& l) { l.gate_ = gate; }));
+    waiting.push_back(spawn(s, Priority::kBackground, 5, 0, [&](FakeLane& l) { l.gate_ = gate; }));
   sync();
   loop_->shutdown();
   for (const auto& log : waiting) {

@@ -39,12 +39,12 @@ TEST(PrefillChunk, ClampsTheEvenShare) {
 TEST(PassPlan, DecodeRowsFirstThenPrefillInClassOrder) {
   RoundRobin rr;
   const std::vector<LaneDemand> lanes = {
-      prefill(Priority::kPool, 1, 900),     // 0
-      decode(Priority::kSession, 2),        // 1
+      prefill(Priority::kCompletion, 1, 900),     // 0
+      decode(Priority::kInteractive, 2),        // 1
       prefill(Priority::kFlash, 3, 40),     // 2
-      decode(Priority::kPool, 4, 3),        // 3
-      prefill(Priority::kSession, 5, 20),   // 4
-      prefill(Priority::kStream, 6, 4000),  // 5: background, beside interactive work: waits
+      decode(Priority::kCompletion, 4, 3),        // 3
+      prefill(Priority::kInteractive, 5, 20),   // 4
+      prefill(Priority::kBackground, 6, 4000),  // 5: background, beside interactive work: waits
   };
   const PassPlan plan = plan_pass(lanes, params(), rr);
   EXPECT_TRUE(plan.grants[1].decode);
@@ -63,7 +63,7 @@ TEST(PassPlan, DecodeRowsFirstThenPrefillInClassOrder) {
 TEST(PassPlan, BackgroundFillsThePassWhenNothingInteractiveWaits) {
   RoundRobin rr;
   std::vector<LaneDemand> lanes;
-  for (std::uint64_t t = 1; t <= 3; ++t) lanes.push_back(prefill(Priority::kStream, t, 1000));
+  for (std::uint64_t t = 1; t <= 3; ++t) lanes.push_back(prefill(Priority::kBackground, t, 1000));
   const PassPlan plan = plan_pass(lanes, params(), rr);
   EXPECT_EQ(plan.n_tokens, 512);
   // Three at once: a chunk of 170 each, the rest to the first in turn.
@@ -79,10 +79,10 @@ TEST(PassPlan, AgedBackgroundWorkGoesFirstWhateverElseRuns) {
   RoundRobin rr;
   PlanParams p = params();
   const std::vector<LaneDemand> lanes = {
-      decode(Priority::kSession, 1),
-      prefill(Priority::kSession, 2, 30),
-      prefill(Priority::kStream, 3, 5000, p.aging_passes),
-      prefill(Priority::kStream, 4, 5000, p.aging_passes - 1),
+      decode(Priority::kInteractive, 1),
+      prefill(Priority::kInteractive, 2, 30),
+      prefill(Priority::kBackground, 3, 5000, p.aging_passes),
+      prefill(Priority::kBackground, 4, 5000, p.aging_passes - 1),
   };
   const PassPlan plan = plan_pass(lanes, p, rr);
   EXPECT_TRUE(plan.grants[0].decode);
@@ -96,13 +96,13 @@ TEST(PassPlan, BackgroundWaitCountsOnlyWhileInteractiveWorkHoldsItBack) {
   RoundRobin rr;
   PlanParams p = params();
   // Held beside a question: one more.
-  std::vector<LaneDemand> lanes = {decode(Priority::kSession, 1), prefill(Priority::kStream, 2, 5000, 7)};
+  std::vector<LaneDemand> lanes = {decode(Priority::kInteractive, 1), prefill(Priority::kBackground, 2, 5000, 7)};
   PassPlan plan = plan_pass(lanes, p, rr);
   EXPECT_EQ(next_wait(lanes[1], plan.grants[1], plan), 8);
   // A pass that let background work in, this lane left out for room: it starts again (round-robin serves it
   // in a later such pass).
   lanes.clear();
-  for (std::uint64_t t = 0; t < 6; ++t) lanes.push_back(prefill(Priority::kStream, 10 + t, 5000, 20));
+  for (std::uint64_t t = 0; t < 6; ++t) lanes.push_back(prefill(Priority::kBackground, 10 + t, 5000, 20));
   plan = plan_pass(lanes, p, rr);
   int served = 0;
   for (size_t i = 0; i < lanes.size(); ++i) {
@@ -111,7 +111,7 @@ TEST(PassPlan, BackgroundWaitCountsOnlyWhileInteractiveWorkHoldsItBack) {
   }
   EXPECT_EQ(served, 4);
   // Interactive lanes left out for room wait one pass longer; a whole chunk starts again.
-  lanes = {prefill(Priority::kPool, 1, 5000, 3), prefill(Priority::kPool, 2, 5000, 3)};
+  lanes = {prefill(Priority::kCompletion, 1, 5000, 3), prefill(Priority::kCompletion, 2, 5000, 3)};
   plan = plan_pass(lanes, params(256), rr);
   EXPECT_EQ(next_wait(lanes[0], plan.grants[0], plan) + next_wait(lanes[1], plan.grants[1], plan), 0 + 0)
       << "256 tokens, two lanes: a chunk of 128 each";
@@ -124,13 +124,13 @@ TEST(PassPlan, AQuestionShorterThanTheAgingBoundNeverWaitsForBackgroundWork) {
   RoundRobin rr;
   const PlanParams p = params();
   std::vector<LaneDemand> stream;
-  for (std::uint64_t t = 1; t <= 7; ++t) stream.push_back(prefill(Priority::kStream, t, 1 << 30));
+  for (std::uint64_t t = 1; t <= 7; ++t) stream.push_back(prefill(Priority::kBackground, t, 1 << 30));
   std::vector<int> served(stream.size(), 0);
   for (int q = 0; q < 40; ++q) {
     for (int step = 0; step < 26; ++step) {
       std::vector<LaneDemand> lanes = stream;
       const bool question = step < 25;
-      if (question) lanes.push_back(step == 0 ? prefill(Priority::kSession, 8, 16) : decode(Priority::kSession, 8));
+      if (question) lanes.push_back(step == 0 ? prefill(Priority::kInteractive, 8, 16) : decode(Priority::kInteractive, 8));
       const PassPlan plan = plan_pass(lanes, p, rr);
       for (size_t i = 0; i < stream.size(); ++i) {
         if (question) {
@@ -149,7 +149,7 @@ TEST(PassPlan, RoundRobinAmongTenantsWithinAClass) {
   // Eight sessions ingest; a pass holds four chunks of 128: each session gets a chunk every other pass.
   RoundRobin rr;
   std::vector<LaneDemand> lanes;
-  for (std::uint64_t t = 10; t < 18; ++t) lanes.push_back(prefill(Priority::kStream, t, 1 << 20));
+  for (std::uint64_t t = 10; t < 18; ++t) lanes.push_back(prefill(Priority::kBackground, t, 1 << 20));
   std::map<std::uint64_t, int> chunks;
   std::map<std::uint64_t, int> last_served;
   for (int pass = 0; pass < 100; ++pass) {
@@ -175,7 +175,7 @@ TEST(PassPlan, RoundRobinAmongTenantsWithinAClass) {
 TEST(PassPlan, NeverMoreRowsThanThePassHolds) {
   RoundRobin rr;
   std::vector<LaneDemand> lanes;
-  for (std::uint64_t t = 0; t < 40; ++t) lanes.push_back(decode(Priority::kSession, t, 2));
+  for (std::uint64_t t = 0; t < 40; ++t) lanes.push_back(decode(Priority::kInteractive, t, 2));
   const PassPlan plan = plan_pass(lanes, params(64), rr);
   EXPECT_EQ(plan.n_tokens, 64);
   EXPECT_EQ(plan.n_decode_rows, 64);
@@ -191,7 +191,7 @@ TEST(PassPlan, NeverMoreRowsThanThePassHolds) {
 
 struct SimLane {
   int id = 0;
-  Priority priority = Priority::kStream;
+  Priority priority = Priority::kBackground;
   std::uint64_t tenant = 0;
   int prefill_left = 0;
   int decode_left = 0;    // answer steps after the prefill
@@ -216,7 +216,7 @@ SimLane random_lane(std::mt19937& rng, int id) {
   l.id = id;
   const unsigned r = rng() % 100;
   if (r < 35) {
-    l.priority = Priority::kSession;
+    l.priority = Priority::kInteractive;
     l.tenant = 1 + rng() % 8;
     l.prefill_left = 8 + static_cast<int>(rng() % 40);
     l.decode_left = 1 + static_cast<int>(rng() % 24);
@@ -227,13 +227,13 @@ SimLane random_lane(std::mt19937& rng, int id) {
     l.prefill_left = l.rows * (10 + static_cast<int>(rng() % 20));
     l.decode_left = 1 + static_cast<int>(rng() % 6);
   } else if (r < 60) {
-    l.priority = Priority::kPool;
+    l.priority = Priority::kCompletion;
     l.tenant = 100 + static_cast<std::uint64_t>(id);
     l.prefill_left = 50 + static_cast<int>(rng() % 1500);
     l.decode_left = 1 + static_cast<int>(rng() % 32);
   } else {
     // Ingestion: one lane per session (its own tenant), as the server runs it.
-    l.priority = Priority::kStream;
+    l.priority = Priority::kBackground;
     l.tenant = 1000 + static_cast<std::uint64_t>(id);
     l.prefill_left = 40 + static_cast<int>(rng() % 2000);
   }
@@ -245,7 +245,7 @@ void check_plan(const std::vector<LaneDemand>& d, const PlanParams& p, const Pas
   int tokens = 0;
   int decode_rows = 0;
   bool interactive = false;
-  for (const auto& x : d) interactive |= x.priority != Priority::kStream && (x.decode_rows > 0 || x.prefill_tokens > 0);
+  for (const auto& x : d) interactive |= x.priority != Priority::kBackground && (x.decode_rows > 0 || x.prefill_tokens > 0);
   for (size_t i = 0; i < d.size(); ++i) {
     const LaneGrant& g = plan.grants[i];
     // Grants never exceed what was asked, a chunk never exceeds chunk_max.
@@ -255,7 +255,7 @@ void check_plan(const std::vector<LaneDemand>& d, const PlanParams& p, const Pas
     tokens += g.prefill + (g.decode ? d[i].decode_rows : 0);
     decode_rows += g.decode ? d[i].decode_rows : 0;
     // Background prefill beside interactive work only when aged.
-    if (d[i].priority == Priority::kStream && g.prefill > 0 && interactive) {
+    if (d[i].priority == Priority::kBackground && g.prefill > 0 && interactive) {
       ASSERT_GE(d[i].passes_waiting, p.aging_passes) << "background prefill beside interactive work";
     }
     stats.aged_grants += g.prefill > 0 && d[i].passes_waiting >= p.aging_passes ? 1 : 0;
@@ -326,7 +326,7 @@ void simulate(std::uint32_t seed, int n_batch, SimStats& stats) {
     check_plan(demands, p, plan, stats);
     stats.max_stream_lanes = std::max(stats.max_stream_lanes,
                                       static_cast<int>(std::count_if(lanes.begin(), lanes.end(), [](const SimLane& l) {
-                                        return l.priority == Priority::kStream;
+                                        return l.priority == Priority::kBackground;
                                       })));
     if (::testing::Test::HasFatalFailure()) return;
     ++stats.passes;
@@ -339,7 +339,7 @@ void simulate(std::uint32_t seed, int n_batch, SimStats& stats) {
       if (g.decode) l.decode_left -= 1;
       if (demands[i].prefill_tokens > 0) {
         l.waiting = next_wait(demands[i], g, plan);
-        if (l.priority == Priority::kStream) {
+        if (l.priority == Priority::kBackground) {
           // Held back by interactive work: bounded by aging. Left out of passes background work had to itself
           // (for room): round-robin, so at most once per other background lane.
           stats.max_stream_wait = std::max(stats.max_stream_wait, l.waiting);

@@ -17,9 +17,9 @@ struct Lanes {
 TEST(PrimaryArbiter, QuestionsThenFlashThenAppendsAndTheHolderKeepsIt) {
   Lanes l{};
   PrimaryArbiter a;
-  a.want(&l.append, Priority::kStream);
+  a.want(&l.append, Priority::kBackground);
   a.want(&l.flash, Priority::kFlash);
-  a.want(&l.question, Priority::kSession);
+  a.want(&l.question, Priority::kInteractive);
   EXPECT_FALSE(a.acquire(&l.append));
   EXPECT_FALSE(a.acquire(&l.flash));
   ASSERT_TRUE(a.acquire(&l.question));
@@ -33,13 +33,13 @@ TEST(PrimaryArbiter, QuestionsThenFlashThenAppendsAndTheHolderKeepsIt) {
 TEST(PrimaryArbiter, AnAppendPassedOverOftenEnoughGoesFirst) {
   Lanes l{};
   PrimaryArbiter a;
-  a.want(&l.append, Priority::kStream);
+  a.want(&l.append, Priority::kBackground);
   for (int i = 0; i < PrimaryArbiter::kMaxPassedOver; ++i) {
-    a.want(&l.question, Priority::kSession);
+    a.want(&l.question, Priority::kInteractive);
     ASSERT_TRUE(a.acquire(&l.question)) << i;
     a.forget(&l.question);
   }
-  a.want(&l.question, Priority::kSession);
+  a.want(&l.question, Priority::kInteractive);
   EXPECT_FALSE(a.acquire(&l.question));
   EXPECT_TRUE(a.acquire(&l.append));
 }
@@ -48,10 +48,10 @@ TEST(PrimaryArbiter, AFlashRoundPinsTheVersionAgainstAppendsOnly) {
   Lanes l{};
   PrimaryArbiter a;
   a.pin();
-  a.want(&l.append, Priority::kStream);
+  a.want(&l.append, Priority::kBackground);
   EXPECT_FALSE(a.acquire(&l.append));
   EXPECT_FALSE(a.acquire_to_finish(&l.rebuild)) << "a rebuilt window changes the version too";
-  a.want(&l.question, Priority::kSession);
+  a.want(&l.question, Priority::kInteractive);
   EXPECT_TRUE(a.acquire(&l.question));
   a.forget(&l.question);
   a.unpin();
@@ -65,7 +65,7 @@ TEST(PrimaryArbiter, AWaiterForASettledSessionLetsWhatTheAppendWaitsForPass) {
   Lanes l{};
   PrimaryArbiter a;
   a.pin();                                        // a flash round is on
-  a.wait_aside(&l.settle, Priority::kSession);    // an export; a rebuild runs, so the session is not settled
+  a.wait_aside(&l.settle, Priority::kInteractive);    // an export; a rebuild runs, so the session is not settled
   a.want(&l.flash, Priority::kFlash);             // the round's next question
   ASSERT_TRUE(a.acquire(&l.flash));               // passes the export
   EXPECT_FALSE(a.acquire_to_finish(&l.rebuild));  // the rebuild waits for the round
@@ -73,22 +73,22 @@ TEST(PrimaryArbiter, AWaiterForASettledSessionLetsWhatTheAppendWaitsForPass) {
   a.unpin();                                     // the round ends
   ASSERT_TRUE(a.acquire_to_finish(&l.rebuild));  // the rebuilt window goes in, ahead of the export
   a.release(&l.rebuild);
-  a.want(&l.settle, Priority::kSession);  // settled now
-  a.want(&l.append, Priority::kStream);
+  a.want(&l.settle, Priority::kInteractive);  // settled now
+  a.want(&l.append, Priority::kBackground);
   EXPECT_TRUE(a.acquire(&l.settle));
 }
 
 TEST(PrimaryArbiter, ANewAppendWaitsBehindAWaiterForASettledSession) {
   Lanes l{};
   PrimaryArbiter a;
-  a.wait_aside(&l.settle, Priority::kSession);
-  a.want(&l.append, Priority::kStream);
+  a.wait_aside(&l.settle, Priority::kInteractive);
+  a.want(&l.append, Priority::kBackground);
   EXPECT_FALSE(a.acquire(&l.append)) << "it would keep the session unsettled";
-  a.want(&l.question, Priority::kSession);
+  a.want(&l.question, Priority::kInteractive);
   EXPECT_TRUE(a.acquire(&l.question)) << "a question passes";
   a.forget(&l.question);
   // Once the session is settled the waiter goes first, and the append after it.
-  a.want(&l.settle, Priority::kSession);
+  a.want(&l.settle, Priority::kInteractive);
   EXPECT_FALSE(a.acquire(&l.append));
   ASSERT_TRUE(a.acquire(&l.settle));
   a.forget(&l.settle);

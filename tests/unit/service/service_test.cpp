@@ -189,7 +189,7 @@ TEST(Service, EachIngestionBatchFillsOneForwardPassAndNoMore) {
 }
 
 TEST(Service, SessionQueryWaitsAtMostAboutOneBatchBehindABacklog) {
-  // Small batches: a long STREAM backlog of many forward passes.
+  // Small batches: a long background backlog of many forward passes.
   AOI_SERVICE(svc, 8192, 64, 64);
   ASSERT_TRUE(svc->create_session(config("a", 3000)).ok());
   ASSERT_TRUE(svc->push_text("a", test::ohlcv_lines(2, 9)).ok());
@@ -210,7 +210,7 @@ TEST(Service, SessionQueryWaitsAtMostAboutOneBatchBehindABacklog) {
   // answer token, and which the answer arrives in): the pass in flight at submission, and at most one more
   // that raced the submission.
   const std::uint64_t others = passes_at_done - passes_at_submit;
-  EXPECT_LE(others, 2u) << "the query waited behind the STREAM backlog";
+  EXPECT_LE(others, 2u) << "the query waited behind the background backlog";
   EXPECT_LT(result->answer.data_version, 6u) << "the answer should come early in the backlog";
   EXPECT_LT(svc->session("a")->last_seq_ingested, pushed->last_seq) << "the backlog should still be draining";
 }
