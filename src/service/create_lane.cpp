@@ -139,7 +139,7 @@ void CreateLane::finish() {
     for (const auto& q : h.flash().list()) current = current && q.answer.version == s.data_version();
     if (current) rt.flash_version = s.data_version();
   }
-  state_.sessions().insert_or_assign(s.id(), rt_);
+  state_.admit(rt_);
   state_.publish_ready(rt);
   state_.publish_view(rt);
   state_.loop().add(std::make_unique<IngestLane>(state_, rt_));

@@ -23,7 +23,7 @@ class CreateLane : public sched::Lane {
   // Where the session's state comes from: nothing (set it up by decoding), the data directory (its latest
   // snapshot, or set up by decoding when it has none), or a given snapshot (an import).
   enum class Source { kNew, kStore, kSnapshot };
-  // done: on the loop thread, once resident (the session is in state.sessions() and its lanes run) or failed.
+  // done: on the loop thread, once resident (the session is in state.in_cache() and its lanes run) or failed.
   CreateLane(InferenceState& state, std::shared_ptr<SessionHandle> handle, Source source,
              std::optional<store::SnapshotData> snapshot, std::function<void(Status)> done);
   ~CreateLane() override;

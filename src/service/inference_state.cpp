@@ -41,7 +41,7 @@ InferenceState::InferenceState(const ServiceParams& params, engine::Context& ctx
       persistence_(persistence) {}
 
 const session::Session* InferenceState::region0_donor(std::span<const engine::Token> region0) const {
-  for (const auto& [id, rt] : sessions_) {
+  for (const auto& rt : in_cache_) {
     const session::Session& s = *rt->session;
     if (!region0_in_place(s)) continue;
     if (std::equal(region0.begin(), region0.end(), s.region0_tokens().begin(), s.region0_tokens().end())) return &s;
@@ -51,12 +51,21 @@ const session::Session* InferenceState::region0_donor(std::span<const engine::To
 
 std::vector<cache::OutsideDonor> InferenceState::outside_donors() const {
   std::vector<cache::OutsideDonor> out;
-  for (const auto& [id, rt] : sessions_) {
+  for (const auto& rt : in_cache_) {
     // Region 0 is decoded once and never evicted nor moved: its cells stay as they are.
     if (rt->session && region0_in_place(*rt->session))
       out.push_back({rt->session->seq(), rt->session->region0_tokens()});
   }
   return out;
+}
+
+void InferenceState::admit(std::shared_ptr<SessionRuntime> rt) {
+  rt->handle->loop_slot_.resident = rt;
+  in_cache_.push_back(std::move(rt));
+}
+
+void InferenceState::remove(const std::shared_ptr<SessionRuntime>& rt) {
+  if (std::erase(in_cache_, rt) > 0) rt->handle->loop_slot_.resident.reset();
 }
 
 int InferenceState::ingest_batch_tokens(const session::Session& session) const {

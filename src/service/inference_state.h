@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,8 +49,8 @@ struct SeqLayout {
 };
 Result<SeqLayout> seq_layout(const ServiceParams& params);
 
-// The loop-side state of one resident session. Its lanes share it; the session (and its sequence's cells)
-// goes when the registry entry and the last lane are gone.
+// The loop-side state of one resident session. The cache (InferenceState::in_cache) and its lanes share it;
+// the session (and its sequence's cells) goes when it leaves the cache and its last lane is gone.
 struct SessionRuntime {
   std::unique_ptr<session::Session> session;
   std::shared_ptr<SessionHandle> handle;
@@ -113,7 +112,12 @@ class InferenceState {
   sched::InferenceLoop& loop() { return *loop_; }
   void set_loop(sched::InferenceLoop* loop) { loop_ = loop; }
 
-  std::map<std::string, std::shared_ptr<SessionRuntime>, std::less<>>& sessions() { return sessions_; }
+  // The sessions in the KV cache. A session is found from its handle (runtime()), never by its id.
+  const std::vector<std::shared_ptr<SessionRuntime>>& in_cache() const { return in_cache_; }
+  // A session set up on its sequence joins the cache, or leaves it (to disk, or deleted): its runtime stays
+  // with its lanes until they end.
+  void admit(std::shared_ptr<SessionRuntime> rt);
+  void remove(const std::shared_ptr<SessionRuntime>& rt);
   // A set-up stateful session whose Region 0 tokens are these, to copy them from.
   const session::Session* region0_donor(std::span<const engine::Token> region0) const;
   std::uint64_t next_tenant() { return next_tenant_++; }
@@ -146,18 +150,18 @@ class InferenceState {
   // Moves the least recently used idle resident session to disk, freeing its sequence. False: none is idle.
   bool offload_one();
   // Moves this idle resident session to disk (its snapshot queued for writing, its sequence freed). By value:
-  // the runtime leaves sessions() here, and a reference into it would go with it.
+  // the runtime leaves in_cache() here, and a reference into it would go with it.
   void offload(std::shared_ptr<SessionRuntime> rt);
   // Runs `then` once the session is resident (at once when it is), bringing it back from disk first; `then`
   // gets the error when it cannot come back (damaged, deleted, no room in time). Loop thread.
   using Waiter = std::function<void(InferenceState&, const Status&)>;
   void make_resident(const std::shared_ptr<SessionHandle>& handle, Waiter then);
-  // This session is resident now (or failed to come back, or was deleted): runs its waiters. Waiters of another
-  // session that had the same id before (or after) are not this one's.
-  void resident(const SessionHandle& handle, const Status& status);
-  // The resident runtime of exactly this session (not of a session with the same id created after it was
-  // deleted), or null.
+  // This session is resident now (or failed to come back, or was deleted): runs its waiters.
+  void resident(SessionHandle& handle, const Status& status);
+  // The session's runtime while it is in the cache, or null.
   std::shared_ptr<SessionRuntime> runtime(const SessionHandle& handle) const;
+  // On its way back from disk: operations wait for it.
+  bool restoring(const SessionHandle& handle) const { return !handle.loop_slot_.waiting.empty(); }
 
   // Totals of deleted sessions, so the service's counters never go backwards. Any thread reads them through
   // Published.
@@ -195,13 +199,7 @@ class InferenceState {
   std::deque<const void*> spare_waiters_;  // lanes waiting for a spare, first come first
   sched::InferenceLoop* loop_ = nullptr;
   Persistence* persistence_;
-  std::map<std::string, std::shared_ptr<SessionRuntime>, std::less<>> sessions_;
-  // Sessions on their way back from disk, and what waits for them.
-  struct Restoring {
-    std::shared_ptr<SessionHandle> handle;
-    std::vector<Waiter> waiters;
-  };
-  std::map<std::string, Restoring, std::less<>> restoring_;
+  std::vector<std::shared_ptr<SessionRuntime>> in_cache_;
   std::uint64_t next_tenant_ = 1;
   Gone gone_;
 };

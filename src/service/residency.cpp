@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <utility>
 
 #include "create_lane.h"
 #include "inference_state.h"
@@ -41,9 +42,7 @@ bool InferenceState::settled(const SessionRuntime& rt) const { return rt.session
 
 bool InferenceState::idle(const SessionRuntime& rt) const {
   if (!settled(rt) || rt.queries > 0 || rt.flash_round || rt.ingesting || rt.handle->pending() > 0) return false;
-  if (const auto it = restoring_.find(rt.handle->id()); it != restoring_.end() && it->second.handle == rt.handle) {
-    return false;
-  }
+  if (restoring(*rt.handle)) return false;
   // A flash round about to start counts as work.
   const session::Session& s = *rt.session;
   const bool flash_due = s.mode() == session::SessionMode::kStateful && rt.handle->flash().size() > 0 &&
@@ -110,7 +109,7 @@ bool InferenceState::snapshot_due(const SessionRuntime& rt) const {
 bool InferenceState::offload_one() {
   if (persistence_ == nullptr) return false;
   std::shared_ptr<SessionRuntime> victim;
-  for (const auto& [id, rt] : sessions_) {
+  for (const auto& rt : in_cache_) {
     if (!rt->session || !rt->handle->files() || !idle(*rt)) continue;
     if (!victim || rt->handle->last_used_ns.load() < victim->handle->last_used_ns.load()) victim = rt;
   }
@@ -124,7 +123,7 @@ void InferenceState::offload(std::shared_ptr<SessionRuntime> rt) {
   // Its state goes to the data directory (readable at once, written in the background).
   take_snapshot(*rt);
   ViewPublisher::move(h, Residency::kOnDisk);
-  sessions_.erase(h.id());
+  remove(rt);
   const std::uint64_t tenant = rt->tenant;
   loop().retire_lanes([tenant](const sched::Lane& lane) { return lane.tenant() == tenant; });
   rt->session.reset();  // the sequence and its cells are free now
@@ -135,9 +134,8 @@ void InferenceState::offload(std::shared_ptr<SessionRuntime> rt) {
 }
 
 std::shared_ptr<SessionRuntime> InferenceState::runtime(const SessionHandle& handle) const {
-  const auto it = sessions_.find(handle.id());
-  if (it == sessions_.end() || it->second->handle.get() != &handle || !it->second->session) return nullptr;
-  return it->second;
+  auto rt = handle.loop_slot_.resident.lock();
+  return rt && rt->session ? rt : nullptr;
 }
 
 void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle, Waiter then) {
@@ -146,14 +144,9 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
   if (handle->residency() == Residency::kDamaged) {
     return then(*this, Error::damaged("session " + handle->id() + " is damaged: " + handle->view()->damage));
   }
-  Restoring& restoring = restoring_[handle->id()];
-  if (restoring.handle != handle) {
-    // A session of this id deleted on its way back: its waiters heard so when it was deleted.
-    restoring.handle = handle;
-    restoring.waiters.clear();
-  }
-  restoring.waiters.push_back(std::move(then));
-  if (restoring.waiters.size() > 1) return;  // on its way already
+  auto& waiting = handle->loop_slot_.waiting;
+  waiting.push_back(std::move(then));
+  if (waiting.size() > 1) return;  // on its way already
   ViewPublisher::move(*handle, Residency::kRestoring);
   const std::string id = handle->id();
   loop().add(std::make_unique<CreateLane>(
@@ -176,11 +169,8 @@ void InferenceState::make_resident(const std::shared_ptr<SessionHandle>& handle,
       }));
 }
 
-void InferenceState::resident(const SessionHandle& handle, const Status& status) {
-  const auto it = restoring_.find(handle.id());
-  if (it == restoring_.end() || it->second.handle.get() != &handle) return;
-  auto waiters = std::move(it->second.waiters);
-  restoring_.erase(it);
+void InferenceState::resident(SessionHandle& handle, const Status& status) {
+  auto waiters = std::exchange(handle.loop_slot_.waiting, {});
   for (auto& w : waiters) w(*this, status);
 }
 

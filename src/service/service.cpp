@@ -129,7 +129,7 @@ void Service::shutdown() {
     loop_->post(
         [this, &saved](sched::LoopToken& token) {
           InferenceState& st = state_.get(token);
-          for (auto& [id, rt] : st.sessions()) {
+          for (const auto& rt : st.in_cache()) {
             if (st.settled(*rt) && rt->session->data_version() > rt->snapshot_version) st.take_snapshot(*rt);
           }
           saved.set_value();
@@ -220,9 +220,9 @@ std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, 
   return std::nullopt;
 }
 
-void Service::forget_creating(const std::string& id) {
+void Service::release_id(const std::string& id) {
   std::lock_guard lock(registry_mu_);
-  creating_.erase(id);
+  if (const auto it = registry_.find(id); it != registry_.end() && !it->second) registry_.erase(it);
 }
 
 Status Service::reserve_id(session::SessionConfig& config) {
@@ -230,20 +230,20 @@ Status Service::reserve_id(session::SessionConfig& config) {
   if (config.id.empty()) {
     do {
       config.id = "s" + std::to_string(next_auto_id_++);
-    } while (registry_.count(config.id) != 0 || creating_.count(config.id) != 0);
+    } while (registry_.count(config.id) != 0);
   } else if (!valid_session_id(config.id)) {
     return Error::invalid(
         "id", "session ids are 1-64 characters of letters, digits, '-', '_' and '.', not starting with '.'");
   }
-  if (registry_.count(config.id) != 0 || creating_.count(config.id) != 0) {
+  if (registry_.count(config.id) != 0) {
     return Error::conflict("session " + config.id + " exists");
   }
   const int limit = persistence_ ? params_.store.max_stored_sessions : params_.max_sessions;
-  if (static_cast<int>(registry_.size() + creating_.size()) >= limit) {
+  if (static_cast<int>(registry_.size()) >= limit) {
     return Error::overloaded("all " + std::to_string(limit) + " session slots are in use" +
                              (persistence_ ? " (--max-stored-sessions)" : " (--max-sessions)"));
   }
-  creating_.insert(config.id);
+  registry_.emplace(config.id, nullptr);  // taken, not yet visible
   return {};
 }
 
@@ -310,7 +310,7 @@ void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional
   const std::string id = handle->id();
   const Reply<Created> reply(std::move(done));
   auto on_error = [this, id, handle, reply](Error e) {
-    forget_creating(id);
+    release_id(id);
     if (persistence_ && handle->files()) (void)persistence_->remove(handle->files());
     reply(std::move(e));
   };
@@ -323,8 +323,7 @@ void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional
                                                      if (!status) return on_error(status.error());
                                                      {
                                                        std::lock_guard lock(registry_mu_);
-                                                       creating_.erase(handle->id());
-                                                       registry_.emplace(handle->id(), handle);
+                                                       registry_.insert_or_assign(handle->id(), handle);
                                                      }
                                                      reply(handle);
                                                    }));
@@ -337,7 +336,7 @@ void Service::create_session(session::SessionConfig config, std::function<void(C
   const std::string id = config.id;
   auto handle = make_handle(std::move(config), unix_now());
   if (!handle) {
-    forget_creating(id);
+    release_id(id);
     return done(handle.error());
   }
   // What is known before the session is in the cache.
@@ -346,7 +345,7 @@ void Service::create_session(session::SessionConfig config, std::function<void(C
     // On disk before it exists: a restart brings it back from its configuration and log.
     auto files = persistence_->create((*handle)->config(), (*handle)->progress().created_unix);
     if (!files) {
-      forget_creating(id);
+      release_id(id);
       return done(files.error());
     }
     (*handle)->attach_files(*files, &persistence_->syncer(), 0);
@@ -380,7 +379,7 @@ void Service::delete_session(const SessionRef& handle, std::function<void(Status
         const Error deleted = deleted_session(*handle);
         const std::uint64_t dropped_before = handle->counters().records_dropped.load();
         if (auto rt = st.runtime(*handle)) {
-          st.sessions().erase(handle->id());
+          st.remove(rt);
           // Its lanes end now: held records are counted as dropped, queries hear why.
           const std::uint64_t tenant = rt->tenant;
           st.loop().fail_lanes([tenant](const sched::Lane& lane) { return lane.tenant() == tenant; }, deleted);
@@ -418,7 +417,7 @@ Status Service::delete_session(std::string_view id) {
 std::shared_ptr<SessionHandle> Service::handle(std::string_view id) const {
   std::lock_guard lock(registry_mu_);
   const auto it = registry_.find(id);
-  return it == registry_.end() ? nullptr : it->second;
+  return it == registry_.end() ? nullptr : it->second;  // null too while it is being created
 }
 
 Result<SessionView> Service::session(std::string_view id) const {
@@ -431,7 +430,9 @@ std::vector<std::shared_ptr<SessionHandle>> Service::handles() const {
   std::vector<std::shared_ptr<SessionHandle>> out;
   std::lock_guard lock(registry_mu_);
   out.reserve(registry_.size());
-  for (const auto& [id, h] : registry_) out.push_back(h);
+  for (const auto& [id, h] : registry_) {
+    if (h) out.push_back(h);
+  }
   return out;
 }
 
@@ -791,7 +792,7 @@ void Service::import_session(store::SnapshotData snapshot, std::string id, std::
   snapshot.meta["config"] = config_to_json(config);
   auto handle = make_handle(std::move(config), unix_now());
   if (!handle) {
-    forget_creating(sid);
+    release_id(sid);
     return done(handle.error());
   }
   SessionHandle& h = **handle;
@@ -801,13 +802,13 @@ void Service::import_session(store::SnapshotData snapshot, std::string id, std::
   if (persistence_) {
     auto files = persistence_->create(h.config(), h.progress().created_unix);
     if (!files) {
-      forget_creating(sid);
+      release_id(sid);
       return done(files.error());
     }
     h.attach_files(*files, &persistence_->syncer(), meta->last_event_id);
     if (Status st = (*files)->save_flash(h.flash().list(), h.flash().next_id()); !st) {
       (void)persistence_->remove(*files);
-      forget_creating(sid);
+      release_id(sid);
       return done(st.error());
     }
     // Its snapshot is its starting point on disk too (the log begins after it).

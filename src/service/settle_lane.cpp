@@ -5,7 +5,7 @@ namespace aoi::service {
 SettleLane::SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, Then then,
                        std::function<void(const Error&)> failed)
     : state_(state), rt_(std::move(rt)), then_(std::move(then)), failed_(std::move(failed)) {
-  rt_->queries++;                                            // it stays in the cache meanwhile
+  rt_->queries++;                                                // it stays in the cache meanwhile
   rt_->arbiter.wait_aside(this, sched::Priority::kInteractive);  // its place from now
 }
 

@@ -20,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -311,8 +310,10 @@ class Service {
   void recover_sessions();
   // A handle for a new session (renderer, ready words), not yet shared: its caller publishes its first view.
   Result<std::shared_ptr<SessionHandle>> make_handle(session::SessionConfig config, double created_unix);
-  // Registers the id as being created; an empty id gets a generated one. Errors: invalid id, exists, full.
+  // Takes the id for a session being created (registered, still invisible); an empty id gets a generated one.
+  // Errors: invalid id, exists, full. release_id gives it back when the creation fails.
   Status reserve_id(session::SessionConfig& config);
+  void release_id(const std::string& id);
   // Runs `then` on the loop thread, with the loop's state, once the session is resident (or with the reason it
   // cannot be).
   void with_resident(const std::shared_ptr<SessionHandle>& handle,
@@ -328,7 +329,6 @@ class Service {
                      std::function<void(Created)> done);
   // The fast paths, on the caller's thread: a cached flash answer or the ready logits' verdict.
   std::optional<QueryOutcome> answer_without_inference(SessionHandle& handle, const QueryRequest& request) const;
-  void forget_creating(const std::string& id);
   // Positions a completion may use, prompt and answer: its sequence's cells, within the trained context.
   int completion_limit() const;
 
@@ -341,10 +341,11 @@ class Service {
   LoopOnly<InferenceState> state_;  // the loop's: reached only in the commands posted to it
   std::unique_ptr<sched::InferenceLoop> loop_;
 
+  // The one map from an id to its session (null while the session is being created), for every thread: the
+  // loop finds a session from its handle (InferenceState::runtime), never by id.
   mutable std::mutex registry_mu_;
   std::map<std::string, std::shared_ptr<SessionHandle>, std::less<>> registry_;  // guarded by registry_mu_
-  std::set<std::string, std::less<>> creating_;  // ids being created, guarded by registry_mu_
-  std::uint64_t next_auto_id_ = 1;               // guarded by registry_mu_
+  std::uint64_t next_auto_id_ = 1;                                               // guarded by registry_mu_
 
   // The stateless endpoints' caches in front of the loop (thread-safe): any thread fills and reads them.
   mutable cache::LruCache<std::string> render_cache_;

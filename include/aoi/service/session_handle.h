@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "aoi/common/error.h"
 #include "aoi/ingest/drop_oldest_ring.h"
 #include "aoi/ingest/record_template.h"
 #include "aoi/service/event_log.h"
@@ -26,8 +28,10 @@ class LogSyncer;
 
 namespace aoi::service {
 
+class InferenceState;
 class SessionFiles;
 class ViewPublisher;
+struct SessionRuntime;
 
 // A record as a client sends it: a line of text, or an object for the session's template.
 using RecordInput = std::variant<std::string, ingest::Record>;
@@ -256,6 +260,16 @@ class SessionHandle {
   std::shared_ptr<const SessionView> view_;  // guarded by view_mu_; swapped whole, never changed in place
   // The only writer of view_, data_version_, seq_ingested_ and residency_.
   friend class ViewPublisher;
+
+  // The session's place in the inference loop: its runtime while it is in the KV cache, and the operations
+  // waiting while it comes back from disk. Reachable only through InferenceState, which only the inference
+  // thread holds (service.h: LoopOnly).
+  struct LoopSlot {
+    std::weak_ptr<SessionRuntime> resident;
+    std::vector<std::function<void(InferenceState&, const Status&)>> waiting;
+  };
+  LoopSlot loop_slot_;
+  friend class InferenceState;
 };
 
 }  // namespace aoi::service

@@ -39,10 +39,10 @@ TEST(PrefillChunk, ClampsTheEvenShare) {
 TEST(PassPlan, DecodeRowsFirstThenPrefillInClassOrder) {
   RoundRobin rr;
   const std::vector<LaneDemand> lanes = {
-      prefill(Priority::kCompletion, 1, 900),     // 0
+      prefill(Priority::kCompletion, 1, 900),   // 0
       decode(Priority::kInteractive, 2),        // 1
-      prefill(Priority::kFlash, 3, 40),     // 2
-      decode(Priority::kCompletion, 4, 3),        // 3
+      prefill(Priority::kFlash, 3, 40),         // 2
+      decode(Priority::kCompletion, 4, 3),      // 3
       prefill(Priority::kInteractive, 5, 20),   // 4
       prefill(Priority::kBackground, 6, 4000),  // 5: background, beside interactive work: waits
   };
@@ -130,7 +130,8 @@ TEST(PassPlan, AQuestionShorterThanTheAgingBoundNeverWaitsForBackgroundWork) {
     for (int step = 0; step < 26; ++step) {
       std::vector<LaneDemand> lanes = stream;
       const bool question = step < 25;
-      if (question) lanes.push_back(step == 0 ? prefill(Priority::kInteractive, 8, 16) : decode(Priority::kInteractive, 8));
+      if (question)
+        lanes.push_back(step == 0 ? prefill(Priority::kInteractive, 8, 16) : decode(Priority::kInteractive, 8));
       const PassPlan plan = plan_pass(lanes, p, rr);
       for (size_t i = 0; i < stream.size(); ++i) {
         if (question) {
@@ -245,7 +246,8 @@ void check_plan(const std::vector<LaneDemand>& d, const PlanParams& p, const Pas
   int tokens = 0;
   int decode_rows = 0;
   bool interactive = false;
-  for (const auto& x : d) interactive |= x.priority != Priority::kBackground && (x.decode_rows > 0 || x.prefill_tokens > 0);
+  for (const auto& x : d)
+    interactive |= x.priority != Priority::kBackground && (x.decode_rows > 0 || x.prefill_tokens > 0);
   for (size_t i = 0; i < d.size(); ++i) {
     const LaneGrant& g = plan.grants[i];
     // Grants never exceed what was asked, a chunk never exceeds chunk_max.

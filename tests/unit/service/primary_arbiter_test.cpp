@@ -64,11 +64,11 @@ TEST(PrimaryArbiter, AFlashRoundPinsTheVersionAgainstAppendsOnly) {
 TEST(PrimaryArbiter, AWaiterForASettledSessionLetsWhatTheAppendWaitsForPass) {
   Lanes l{};
   PrimaryArbiter a;
-  a.pin();                                        // a flash round is on
-  a.wait_aside(&l.settle, Priority::kInteractive);    // an export; a rebuild runs, so the session is not settled
-  a.want(&l.flash, Priority::kFlash);             // the round's next question
-  ASSERT_TRUE(a.acquire(&l.flash));               // passes the export
-  EXPECT_FALSE(a.acquire_to_finish(&l.rebuild));  // the rebuild waits for the round
+  a.pin();                                          // a flash round is on
+  a.wait_aside(&l.settle, Priority::kInteractive);  // an export; a rebuild runs, so the session is not settled
+  a.want(&l.flash, Priority::kFlash);               // the round's next question
+  ASSERT_TRUE(a.acquire(&l.flash));                 // passes the export
+  EXPECT_FALSE(a.acquire_to_finish(&l.rebuild));    // the rebuild waits for the round
   a.forget(&l.flash);
   a.unpin();                                     // the round ends
   ASSERT_TRUE(a.acquire_to_finish(&l.rebuild));  // the rebuilt window goes in, ahead of the export
