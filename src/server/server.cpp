@@ -152,13 +152,17 @@ net::awaitable<bool> SseWriter::comment(std::string_view text) {
   co_return co_await write(": " + std::string(text) + "\n\n");
 }
 
+std::vector<Route> all_routes() {
+  std::vector<Route> routes;
+  add_session_routes(routes);
+  add_compat_routes(routes);
+  add_ops_routes(routes);
+  add_dashboard_routes(routes);
+  return routes;
+}
+
 struct Server::Impl {
-  explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(ioc) {
-    add_session_routes(routes);
-    add_compat_routes(routes);
-    add_ops_routes(routes);
-    add_dashboard_routes(routes);
-  }
+  explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(ioc), routes(all_routes()) {}
 
   net::awaitable<void> accept_loop();
   net::awaitable<void> connection(tcp::socket socket);
