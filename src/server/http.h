@@ -115,7 +115,7 @@ struct Route {
 };
 void add_session_routes(std::vector<Route>& routes);
 void add_compat_routes(std::vector<Route>& routes);  // OpenAI and Anthropic
-void add_ops_routes(std::vector<Route>& routes);     // health, metrics
+void add_ops_routes(std::vector<Route>& routes);     // health, readiness, metrics
 // The dashboard: its page and files (public), and the records it shows (GET /v1/sessions/{id}/records); the
 // OpenAPI description (public).
 void add_dashboard_routes(std::vector<Route>& routes);

@@ -324,7 +324,8 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   labels.route = found->pattern;
   service::Service* svc = service.load();
   if (svc == nullptr) {
-    if (found->pattern == "/health") {
+    // The model loads, and the sessions in the data directory are read back, before set_service().
+    if (found->pattern == "/health" || found->pattern == "/ready") {
       co_return Outcome{json_response(req, http::status::service_unavailable, {{"status", "loading"}})};
     }
     co_return Outcome{error_response(req, Error::not_ready("the model is loading"))};

@@ -161,6 +161,7 @@ test('the bodies the server sends fit the document', async () => {
   const s = `/v1/sessions/${id}`;
   const sid = '/v1/sessions/{id}';
   await call('/health', 'get', '/health', { key: false, status: 200 });
+  await call('/ready', 'get', '/ready', { key: false, status: 200 });
   await call('/dashboard.json', 'get', '/dashboard.json', { key: false, status: 200 });
   await call('/v1/sessions', 'post', '/v1/sessions', {
     json: { id, system: 'You read numbers.', ...SMALL_SESSION, retention: { max_tokens: 256, eviction: 'recompute' } },
