@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <string>
@@ -114,8 +115,9 @@ TEST(OpenApi, NamesEveryRouteTheServerHasAndNoOther) {
     }
   }
   std::vector<std::string> undocumented, unserved;
-  std::ranges::set_difference(served, described, std::back_inserter(undocumented));
-  std::ranges::set_difference(described, served, std::back_inserter(unserved));
+  std::set_difference(served.begin(), served.end(), described.begin(), described.end(),
+                      std::back_inserter(undocumented));
+  std::set_difference(described.begin(), described.end(), served.begin(), served.end(), std::back_inserter(unserved));
   EXPECT_TRUE(undocumented.empty()) << "routes missing from src/server/openapi.json: " << json(undocumented).dump();
   EXPECT_TRUE(unserved.empty()) << "paths in src/server/openapi.json the server has no route for: "
                                 << json(unserved).dump();
