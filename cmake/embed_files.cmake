@@ -1,17 +1,28 @@
-# Turns every file in a folder into bytes of a generated C++ source, so that the server carries its web page
-# with it (no files to install beside the binary, nothing fetched at build time).
+# Turns every file in a folder (or one file) into bytes of a generated C++ source, so that the server carries
+# its web page and its API description with it (no files to install beside the binary, nothing fetched at
+# build time).
 #   cmake -DINPUT_DIR=web -DOUTPUT=web_assets.cpp -P cmake/embed_files.cmake
-# The source defines aoi::server::web_assets() (src/server/web_assets.h): each file's name relative to
-# INPUT_DIR, its bytes and an ETag made from its SHA-256. Files whose names start with a dot are left out.
+#   cmake -DINPUT_FILE=src/server/openapi.json -DFUNCTION=openapi_assets -DOUTPUT=openapi.cpp -P ...
+# The source defines aoi::server::FUNCTION() (default web_assets; declared in src/server/web_assets.h): each
+# file's name relative to INPUT_DIR (INPUT_FILE: its name alone), its bytes and an ETag made from its SHA-256.
+# Files whose names start with a dot are left out.
 cmake_minimum_required(VERSION 3.25)
 
-if(NOT INPUT_DIR OR NOT OUTPUT)
-  message(FATAL_ERROR "embed_files.cmake needs -DINPUT_DIR=... and -DOUTPUT=...")
+if(NOT OUTPUT OR (NOT INPUT_DIR AND NOT INPUT_FILE))
+  message(FATAL_ERROR "embed_files.cmake needs -DINPUT_DIR=... or -DINPUT_FILE=..., and -DOUTPUT=...")
+endif()
+if(NOT FUNCTION)
+  set(FUNCTION web_assets)
 endif()
 
-file(GLOB_RECURSE files RELATIVE "${INPUT_DIR}" "${INPUT_DIR}/*")
-list(FILTER files EXCLUDE REGEX "(^|/)\\.")
-list(SORT files)
+if(INPUT_FILE)
+  get_filename_component(INPUT_DIR "${INPUT_FILE}" DIRECTORY)
+  get_filename_component(files "${INPUT_FILE}" NAME)
+else()
+  file(GLOB_RECURSE files RELATIVE "${INPUT_DIR}" "${INPUT_DIR}/*")
+  list(FILTER files EXCLUDE REGEX "(^|/)\\.")
+  list(SORT files)
+endif()
 
 # Twenty bytes a line (CMake's regular expressions have no {n}).
 string(REPEAT "0x[0-9a-f][0-9a-f]," 20 twenty_bytes)
@@ -50,7 +61,7 @@ ${entries}};
 
 }  // namespace
 
-std::span<const WebAsset> web_assets() { return kAssets; }
+std::span<const WebAsset> ${FUNCTION}() { return kAssets; }
 
 }  // namespace aoi::server
 ")

@@ -27,12 +27,14 @@ packages=(
 # streaming benchmark's plot), promtool (tests/integration/operations.test.js checks /metrics with it),
 # chromium (headless browser tests), clang with its libFuzzer and sanitizer runtimes (scripts/fuzz.sh; the
 # runtimes are only recommended by clang, and recommendations are not installed here), python3-venv and
-# python3-wheel (the Python client's tests install clients/python into a venv, offline, as its README says).
+# python3-wheel (the Python client's tests install clients/python into a venv, offline, as its README says),
+# systemd for systemd-analyze (tests/scripts/deploy_test.sh verifies deploy/aoi.service; nothing is started).
 test_packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   gnuplot-nox prometheus chromium
   clang libclang-rt-dev
   python3-venv python3-wheel
+  systemd
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -1,6 +1,7 @@
 // The dashboard: a page (GET /) and its files (GET /dashboard/{file}), compiled in from web/ and served without
 // a key, since they hold no data; what the page shows it reads with the key the user enters, through the
-// sessions API and the one route here that only a viewer needs, GET /v1/sessions/{id}/records.
+// sessions API and the one route here that only a viewer needs, GET /v1/sessions/{id}/records. Beside them,
+// the API's OpenAPI description (GET /openapi.json), compiled in the same way and public for the same reason.
 #include <charconv>
 
 #include "aoi/service/service.h"
@@ -84,6 +85,10 @@ net::awaitable<Outcome> asset(Call& call) {
   co_return Outcome{asset_response(call.request, *found)};
 }
 
+net::awaitable<Outcome> openapi(Call& call) {
+  co_return Outcome{asset_response(call.request, openapi_assets().front())};
+}
+
 // What the page must know before it asks for anything: whether to ask the user for a key first (a request
 // without one would only be refused).
 net::awaitable<Outcome> settings(Call& call) {
@@ -130,6 +135,7 @@ void add_dashboard_routes(std::vector<Route>& routes) {
   routes.push_back({http::verb::get, "/dashboard/{file}", asset, /*is_public=*/true});
   routes.push_back({http::verb::get, "/dashboard.json", settings, /*is_public=*/true});
   routes.push_back({http::verb::get, "/v1/sessions/{id}/records", latest_records});
+  routes.push_back({http::verb::get, "/openapi.json", openapi, /*is_public=*/true});
 }
 
 }  // namespace aoi::server

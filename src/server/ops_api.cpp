@@ -1,4 +1,5 @@
-// /health and /metrics.
+// /health (the process answers), /ready (it can serve: the model is loaded and the stored sessions are known)
+// and /metrics.
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
 #include "http.h"
@@ -11,6 +12,23 @@ net::awaitable<Outcome> health(Call& call) {
   co_return Outcome{
       json_response(call.request, http::status::ok,
                     {{"status", "ok"}, {"model", call.options.model_name}, {"sessions", stats.sessions}})};
+}
+
+// Service::start() loads the model and reads every session of the data directory back (its configuration, flash
+// queries and counters; a damaged one listed as such) before the server is given the service, so a call that
+// gets here finds both done; until then the server answers 503 "loading" itself. The most recently used
+// sessions may still be coming back into the KV cache ("restoring"): they answer, their first operation waits.
+net::awaitable<Outcome> ready(Call& call) {
+  nlohmann::json by_residency = {{"resident", 0}, {"restoring", 0}, {"on_disk", 0}, {"damaged", 0}};
+  const auto handles = call.service.handles();
+  for (const auto& h : handles) {
+    auto& n = by_residency[service::residency_name(h->residency())];
+    n = n.get<int>() + 1;
+  }
+  by_residency["total"] = handles.size();
+  co_return Outcome{
+      json_response(call.request, http::status::ok,
+                    {{"status", "ready"}, {"model", call.options.model_name}, {"sessions", by_residency}})};
 }
 
 net::awaitable<Outcome> metrics(Call& call) {
@@ -38,6 +56,7 @@ net::awaitable<Outcome> metrics(Call& call) {
 
 void add_ops_routes(std::vector<Route>& routes) {
   routes.push_back({http::verb::get, "/health", health, /*is_public=*/true});
+  routes.push_back({http::verb::get, "/ready", ready, /*is_public=*/true});
   routes.push_back({http::verb::get, "/metrics", metrics});
 }
 

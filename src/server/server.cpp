@@ -152,13 +152,17 @@ net::awaitable<bool> SseWriter::comment(std::string_view text) {
   co_return co_await write(": " + std::string(text) + "\n\n");
 }
 
+std::vector<Route> all_routes() {
+  std::vector<Route> routes;
+  add_session_routes(routes);
+  add_compat_routes(routes);
+  add_ops_routes(routes);
+  add_dashboard_routes(routes);
+  return routes;
+}
+
 struct Server::Impl {
-  explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(ioc) {
-    add_session_routes(routes);
-    add_compat_routes(routes);
-    add_ops_routes(routes);
-    add_dashboard_routes(routes);
-  }
+  explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(ioc), routes(all_routes()) {}
 
   net::awaitable<void> accept_loop();
   net::awaitable<void> connection(tcp::socket socket);
@@ -320,7 +324,8 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   labels.route = found->pattern;
   service::Service* svc = service.load();
   if (svc == nullptr) {
-    if (found->pattern == "/health") {
+    // The model loads, and the sessions in the data directory are read back, before set_service().
+    if (found->pattern == "/health" || found->pattern == "/ready") {
       co_return Outcome{json_response(req, http::status::service_unavailable, {{"status", "loading"}})};
     }
     co_return Outcome{error_response(req, Error::not_ready("the model is loading"))};

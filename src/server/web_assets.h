@@ -1,4 +1,5 @@
-// The dashboard's files (web/ at the repository root), compiled into the binary by cmake/embed_files.cmake.
+// Files compiled into the binary by cmake/embed_files.cmake: the dashboard's (web/ at the repository root) and
+// the HTTP API's OpenAPI description (src/server/openapi.json).
 #pragma once
 
 #include <span>
@@ -14,5 +15,7 @@ struct WebAsset {
 
 // Every file, sorted by name. Static storage: the views stay valid for the life of the program.
 std::span<const WebAsset> web_assets();
+// One file, "openapi.json": served at GET /openapi.json.
+std::span<const WebAsset> openapi_assets();
 
 }  // namespace aoi::server
