@@ -47,13 +47,8 @@ net::awaitable<Stream<service::GenerateOutcome>> start_stream(service::Service& 
   const auto executor = co_await net::this_coro::executor;
   auto s = make_stream<service::GenerateOutcome>(executor);
   request.cancelled = s.cancelled;
-  auto mailbox = s.mailbox;
-  svc.generate(
-      std::move(request), [mailbox](std::string_view text) { mailbox->put(std::string(text)); },
-      [mailbox](Result<service::GenerateOutcome> r) {
-        mailbox->put(std::move(r));
-        mailbox->close();
-      });
+  request.stream = true;
+  svc.generate(std::move(request), s.consumer());
   co_return s;
 }
 
@@ -62,7 +57,9 @@ net::awaitable<Result<service::GenerateOutcome>> run_plain(Call& call, service::
   request.cancelled = std::make_shared<std::atomic<bool>>(false);
   std::optional<DisconnectWatch> watch;
   watch.emplace(call.stream, request.cancelled);
-  auto start = [&svc, request = std::move(request)](auto done) mutable { svc.generate(std::move(request), {}, done); };
+  auto start = [&svc, request = std::move(request)](auto done) mutable {
+    svc.generate(std::move(request), service::end_only<service::GenerateOutcome>(std::move(done)));
+  };
   auto result = co_await await_callback<Result<service::GenerateOutcome>>(start);
   watch.reset();
   co_return result;

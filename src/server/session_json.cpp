@@ -126,7 +126,7 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm
   if (*wait_ms) q.wait_timeout = std::chrono::milliseconds(**wait_ms);
   auto streamed = f.boolean("stream");
   if (!streamed) return streamed.error();
-  form.stream = streamed->value_or(false);
+  q.stream = streamed->value_or(false);
   auto details = f.boolean("details");
   if (!details) return details.error();
   form.details = details->value_or(false);

@@ -10,13 +10,12 @@
 namespace aoi::server {
 
 Result<session::SessionConfig> parse_session_config(const nlohmann::json& body);
-// How a query's answer goes back: piece by piece ("stream"), and with its token ids and each step's top two
-// logits ("details", for comparisons with a recompute).
+// How a query's answer is written: with its token ids and each step's top two logits ("details", for
+// comparisons with a recompute). Whether it streams ("stream") is part of the request.
 struct AnswerForm {
-  bool stream = false;
   bool details = false;
 };
-// form: set from the "stream" and "details" fields. Unknown fields are refused.
+// form: set from the "details" field. Unknown fields are refused.
 Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm& form);
 
 nlohmann::json session_json(const service::SessionView& snapshot, const service::SessionHandle& handle);

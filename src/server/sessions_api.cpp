@@ -256,12 +256,12 @@ net::awaitable<Outcome> query(Call& call) {
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
 
-  if (!form.stream) {
+  if (!request.stream) {
     request.cancelled = std::make_shared<std::atomic<bool>>(false);
     std::optional<DisconnectWatch> watch;
     watch.emplace(call.stream, request.cancelled);
     auto start = [&svc, session, request = std::move(request)](auto done) mutable {
-      svc.query(session, std::move(request), {}, done);
+      svc.query(session, std::move(request), service::end_only<service::QueryOutcome>(std::move(done)));
     };
     auto outcome = co_await await_callback<Result<service::QueryOutcome>>(start);
     watch.reset();
@@ -274,13 +274,7 @@ net::awaitable<Outcome> query(Call& call) {
   const auto executor = co_await net::this_coro::executor;
   auto events = make_stream<service::QueryOutcome>(executor);
   request.cancelled = events.cancelled;
-  auto mailbox = events.mailbox;
-  svc.query(
-      session, std::move(request), [mailbox](std::string_view text) { mailbox->put(std::string(text)); },
-      [mailbox](Result<service::QueryOutcome> r) {
-        mailbox->put(std::move(r));
-        mailbox->close();
-      });
+  svc.query(session, std::move(request), events.consumer());
   QueryFormat format(form.details);
   auto pumped = co_await pump(call, events, format);
   if (pumped.second) call.metrics.observe_query(pumped.second->path, seconds());

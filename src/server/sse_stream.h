@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "aoi/service/answer_stream.h"
 #include "async.h"
 #include "http.h"
 
@@ -33,19 +34,25 @@ class StreamFormat {
   virtual SseFrame keepalive() { return {"", ""}; }
 };
 
-// Pieces of text and, last, the outcome, handed from the inference thread to the coroutine.
-template <class R>
-using StreamItem = std::variant<std::string, Result<R>>;
-
+// An answer's events (service/answer_stream.h), handed from the inference thread to the coroutine.
 template <class R>
 struct Stream {
-  std::shared_ptr<Mailbox<StreamItem<R>>> mailbox;
+  std::shared_ptr<Mailbox<service::AnswerEvent<R>>> mailbox;
   std::shared_ptr<std::atomic<bool>> cancelled;  // set when the client is gone
+  // What the service sends the answer to: the mailbox, closed after the end.
+  service::AnswerConsumer<R> consumer() const {
+    return [mailbox = mailbox](service::AnswerEvent<R> event) {
+      const bool end = service::is_end(event);
+      mailbox->put(std::move(event));
+      if (end) mailbox->close();
+    };
+  }
 };
 
 template <class R>
 Stream<R> make_stream(net::any_io_executor executor) {
-  return {std::make_shared<Mailbox<StreamItem<R>>>(std::move(executor)), std::make_shared<std::atomic<bool>>(false)};
+  return {std::make_shared<Mailbox<service::AnswerEvent<R>>>(std::move(executor)),
+          std::make_shared<std::atomic<bool>>(false)};
 }
 
 net::awaitable<bool> write_frames(SseWriter& sse, const std::vector<SseFrame>& frames);
@@ -70,7 +77,7 @@ net::awaitable<std::pair<Outcome, std::optional<R>>> pump(Call& call, Stream<R>&
         started = co_await sse.start() && co_await write_frames(sse, opening);
       }
       if (result == nullptr) {
-        const std::vector<SseFrame> frames = format.piece(std::get<std::string>(item));
+        const std::vector<SseFrame> frames = format.piece(std::get<service::TextPiece>(item).text);
         if (!co_await write_frames(sse, frames)) stream.cancelled->store(true);
         continue;
       }

@@ -76,12 +76,12 @@ void handle_frame(Call& call, const std::string& text, const Outbox& out) {
     if (!request) return send_error(out, request.error(), ref);
     if (auto refused = call.quotas.take_query(*call.tenant)) return send_refusal(out, *refused, ref);
     request->cancelled = out.closed;
-    std::function<void(std::string_view)> on_text;
-    if (form.stream) {
-      on_text = [out, ref](std::string_view piece) { out.send(with_ref({{"op", "token"}, {"text", piece}}, ref)); };
-    }
-    svc.query(session, std::move(request).value(), on_text,
-              [out, ref, details = form.details](Result<service::QueryOutcome> r) {
+    svc.query(session, std::move(request).value(),
+              [out, ref, details = form.details](service::AnswerEvent<service::QueryOutcome> event) {
+                if (auto* piece = std::get_if<service::TextPiece>(&event)) {
+                  return out.send(with_ref({{"op", "token"}, {"text", piece->text}}, ref));
+                }
+                auto& r = std::get<Result<service::QueryOutcome>>(event);
                 if (!r) return send_error(out, r.error(), ref);
                 json reply = answer_json(*r, details);
                 reply["op"] = "answer";

@@ -3,15 +3,13 @@
 namespace aoi::service {
 
 CompletionLane::CompletionLane(InferenceState& state, std::uint64_t tenant, std::vector<engine::Token> prompt,
-                               GenerateRequest request, std::function<void(std::string_view)> on_text,
-                               std::function<void(Result<GenerateOutcome>)> reply, cache::ResponseCache* responses,
-                               std::optional<std::string> cache_key)
+                               GenerateRequest request, AnswerSink<GenerateOutcome> answer,
+                               cache::ResponseCache* responses, std::optional<std::string> cache_key)
     : state_(state),
       tenant_(tenant),
       prompt_(std::move(prompt)),
       request_(std::move(request)),
-      on_text_(std::move(on_text)),
-      reply_(std::move(reply)),
+      answer_(std::move(answer)),
       responses_(responses),
       cache_key_(std::move(cache_key)),
       submitted_(sched::Clock::now()) {}
@@ -26,11 +24,7 @@ void CompletionLane::complete(Result<GenerateOutcome> result) {
     lease_.release();
   }
   generation_.reset();
-  if (reply_) {
-    auto reply = std::move(reply_);
-    reply_ = nullptr;
-    reply(std::move(result));
-  }
+  answer_(std::move(result));
 }
 
 std::optional<sched::Clock::time_point> CompletionLane::deadline() const {
@@ -54,7 +48,7 @@ sched::Demand CompletionLane::poll(sched::Clock::time_point now) {
     const auto split = prompt_.begin() + cached_;
     generation_ = std::make_unique<engine::Generation>(
         state_.model(), lease_.seq(), cached_, std::vector<engine::Token>(split, prompt_.end()), request_.generation,
-        on_text_, std::vector<engine::Token>(prompt_.begin(), split));
+        answer_.text(), std::vector<engine::Token>(prompt_.begin(), split));
   }
   return sched::generation_demand(*generation_);
 }

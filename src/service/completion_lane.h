@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "answer_sink.h"
 #include "aoi/cache/response_cache.h"
 #include "aoi/cache/sequence_pool.h"
 #include "aoi/engine/generation.h"
@@ -25,8 +26,7 @@ class CompletionLane : public sched::Lane {
  public:
   // cache_key: where the answer goes in `responses` when it ends (nothing when the answer is not cacheable).
   CompletionLane(InferenceState& state, std::uint64_t tenant, std::vector<engine::Token> prompt,
-                 GenerateRequest request, std::function<void(std::string_view)> on_text,
-                 std::function<void(Result<GenerateOutcome>)> reply, cache::ResponseCache* responses,
+                 GenerateRequest request, AnswerSink<GenerateOutcome> answer, cache::ResponseCache* responses,
                  std::optional<std::string> cache_key);
   ~CompletionLane() override;
 
@@ -34,7 +34,7 @@ class CompletionLane : public sched::Lane {
   std::uint64_t tenant() const override { return tenant_; }
   std::string_view name() const override { return "completion"; }
   sched::Demand poll(sched::Clock::time_point now) override;
-  bool done() const override { return !reply_; }  // the caller has its answer
+  bool done() const override { return answer_.ended(); }
   std::optional<sched::Clock::time_point> deadline() const override;
   void add_rows(engine::Batch& batch, const sched::Grant& grant) override;
   void take() override;
@@ -50,8 +50,7 @@ class CompletionLane : public sched::Lane {
   std::uint64_t tenant_;
   std::vector<engine::Token> prompt_;
   GenerateRequest request_;
-  std::function<void(std::string_view)> on_text_;
-  std::function<void(Result<GenerateOutcome>)> reply_;
+  AnswerSink<GenerateOutcome> answer_;
   cache::ResponseCache* responses_;
   std::optional<std::string> cache_key_;
   cache::SequencePool::Lease lease_;

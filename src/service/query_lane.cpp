@@ -9,12 +9,12 @@ double ms_between(sched::Clock::time_point a, sched::Clock::time_point b) {
 
 }  // namespace
 
-QueryLane::QueryLane(std::shared_ptr<SessionRuntime> rt, QueryRequest request,
-                     std::function<void(std::string_view)> on_text, std::function<void(Result<QueryOutcome>)> done)
-    : rt_(std::move(rt)),
+QueryLane::QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, QueryRequest request,
+                     AnswerSink<QueryOutcome> answer)
+    : state_(state),
+      rt_(std::move(rt)),
       request_(std::move(request)),
-      on_text_(std::move(on_text)),
-      reply_(std::move(done)),
+      answer_(std::move(answer)),
       submitted_(sched::Clock::now()) {
   // Its place in the session's queue, from now (a question asked before an append begins goes first) unless
   // it waits for data: then from when the data is in, so that it never holds up the ingestion it waits for.
@@ -31,11 +31,7 @@ QueryLane::~QueryLane() {
 void QueryLane::complete(Result<QueryOutcome> result) {
   query_.reset();  // Region 2 goes, the primary is free, before the caller hears back
   rt_->arbiter.forget(this);
-  if (reply_) {
-    auto done = std::move(reply_);
-    reply_ = nullptr;
-    done(std::move(result));
-  }
+  answer_(std::move(result));
 }
 
 std::optional<sched::Clock::time_point> QueryLane::deadline() const {
@@ -57,7 +53,7 @@ sched::Demand QueryLane::poll(sched::Clock::time_point now) {
     if (s.primary_busy() || !rt_->arbiter.acquire(this)) return {};
     queue_ms_ = ms_between(submitted_, now);
     session::QueryParams params{request_.question, request_.generation};
-    auto started = s.begin_query(std::move(params), on_text_);
+    auto started = s.begin_query(std::move(params), answer_.text());
     if (!started) {
       complete(started.error());
       return {};
@@ -80,6 +76,7 @@ void QueryLane::take() {
   outcome.queue_ms = queue_ms_;
   outcome.total_ms = ms_between(submitted_, sched::Clock::now());
   rt_->handle->counters().queries.fetch_add(1, std::memory_order_relaxed);
+  state_.count_drafts(outcome.answer.details);
   complete(std::move(outcome));
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string_view>
 
+#include "answer_sink.h"
 #include "aoi/sched/lane.h"
 #include "aoi/session/session_query.h"
 #include "inference_state.h"
@@ -15,15 +16,15 @@ namespace aoi::service {
 
 class QueryLane : public sched::Lane {
  public:
-  QueryLane(std::shared_ptr<SessionRuntime> rt, QueryRequest request, std::function<void(std::string_view)> on_text,
-            std::function<void(Result<QueryOutcome>)> done);
+  QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, QueryRequest request,
+            AnswerSink<QueryOutcome> answer);
   ~QueryLane() override;
 
   sched::Priority priority() const override { return sched::Priority::kInteractive; }
   std::uint64_t tenant() const override { return rt_->tenant; }
   std::string_view name() const override { return "session query"; }
   sched::Demand poll(sched::Clock::time_point now) override;
-  bool done() const override { return !reply_; }  // the caller has its answer
+  bool done() const override { return answer_.ended(); }
   std::optional<sched::Clock::time_point> deadline() const override;
   engine::SeqId seq() const override { return rt_->session->seq(); }
   void add_rows(engine::Batch& batch, const sched::Grant& grant) override;
@@ -33,10 +34,10 @@ class QueryLane : public sched::Lane {
  private:
   void complete(Result<QueryOutcome> result);
 
+  InferenceState& state_;
   std::shared_ptr<SessionRuntime> rt_;
   QueryRequest request_;
-  std::function<void(std::string_view)> on_text_;
-  std::function<void(Result<QueryOutcome>)> reply_;
+  AnswerSink<QueryOutcome> answer_;
   std::unique_ptr<session::SessionQuery> query_;
   sched::Clock::time_point submitted_;
   double queue_ms_ = 0;

@@ -23,6 +23,7 @@ class Reply {
   void operator()(T answer) const { state_->send(std::move(answer)); }
   // For the failure paths that take an error by reference (InferenceLoop::post, lanes' fail).
   void fail(const Error& error) const { state_->send(T(error)); }
+  bool sent() const { return state_->sent.load(); }
 
  private:
   struct State {

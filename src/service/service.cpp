@@ -505,9 +505,9 @@ Status Service::remove_flash(const SessionRef& h, std::string_view fid) {
   return {};
 }
 
-void Service::query(const SessionRef& h, QueryRequest request, std::function<void(std::string_view)> on_text,
-                    std::function<void(Result<QueryOutcome>)> done) {
-  if (h->deleted.load()) return done(deleted_session(*h));
+void Service::query(const SessionRef& h, QueryRequest request, AnswerConsumer<QueryOutcome> to) {
+  const AnswerSink<QueryOutcome> answer(std::move(to), request.stream);
+  if (h->deleted.load()) return answer(deleted_session(*h));
   if (request.wait_timeout > params_.max_wait) request.wait_timeout = params_.max_wait;
   if (const std::uint64_t replay = h->replay_until.load(); replay > h->seq_ingested()) {
     // Back from a restart with records to ingest again: answer on them, as the session would have.
@@ -521,29 +521,24 @@ void Service::query(const SessionRef& h, QueryRequest request, std::function<voi
     // (Served from memory: a session on disk stays there.)
     h->counters().queries.fetch_add(1, std::memory_order_relaxed);
     fast->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (on_text && !fast->answer.text.empty()) on_text(fast->answer.text);
-    done(std::move(*fast));
+    answer.whole_text(fast->answer.text);
+    answer(std::move(*fast));
     return;
   }
-  const Reply<Result<QueryOutcome>> reply(std::move(done));
   with_resident(
       h,
-      [h, request = std::move(request), on_text = std::move(on_text), reply](InferenceState& st,
-                                                                             const Status& resident) mutable {
-        if (!resident) return reply(resident.error());
+      [h, request = std::move(request), answer](InferenceState& st, const Status& resident) mutable {
+        if (!resident) return answer(resident.error());
         auto rt = st.runtime(*h);
-        if (!rt) return reply(deleted_session(*h));
-        st.loop().add(std::make_unique<QueryLane>(std::move(rt), std::move(request), std::move(on_text),
-                                                  [reply, &st](Result<QueryOutcome> r) {
-                                                    if (r) st.count_drafts(r->answer.details);
-                                                    reply(std::move(r));
-                                                  }));
+        if (!rt) return answer(deleted_session(*h));
+        st.loop().add(std::make_unique<QueryLane>(st, std::move(rt), std::move(request), answer));
       },
-      [reply](const Error& e) { reply.fail(e); });
+      [answer](const Error& e) { answer.fail(e); });
 }
 
 Result<QueryOutcome> Service::query(std::string_view id, QueryRequest request) {
-  return wait_for<Result<QueryOutcome>>([&](auto done) { query(id, std::move(request), {}, std::move(done)); });
+  return wait_for<Result<QueryOutcome>>(
+      [&](auto done) { query(id, std::move(request), end_only<QueryOutcome>(std::move(done))); });
 }
 
 int Service::completion_limit() const {
@@ -588,22 +583,13 @@ Result<std::vector<engine::Token>> Service::prompt_tokens(const GenerateRequest&
   return tokens;
 }
 
-void Service::generate(GenerateRequest request, std::function<void(std::string_view)> on_text,
-                       std::function<void(Result<GenerateOutcome>)> done) {
+void Service::generate(GenerateRequest request, AnswerConsumer<GenerateOutcome> to) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (params_.pool_slots == 0) {
-    done(Error::not_ready("stateless completions are disabled (no pool slots)"));
-    return;
-  }
-  if (request.generation.max_tokens < 0) {
-    done(Error::invalid("max_tokens", "must not be negative"));
-    return;
-  }
+  const AnswerSink<GenerateOutcome> answer(std::move(to), request.stream);
+  if (params_.pool_slots == 0) return answer(Error::not_ready("stateless completions are disabled (no pool slots)"));
+  if (request.generation.max_tokens < 0) return answer(Error::invalid("max_tokens", "must not be negative"));
   auto tokens = prompt_tokens(request);
-  if (!tokens) {
-    done(tokens.error());
-    return;
-  }
+  if (!tokens) return answer(tokens.error());
   // The completion fits its sequence: clamp max_tokens to what is left.
   engine::GenerationParams& g = request.generation;
   g.max_tokens = std::min(g.max_tokens, completion_limit() - static_cast<int>(tokens->size()));
@@ -623,26 +609,24 @@ void Service::generate(GenerateRequest request, std::function<void(std::string_v
       out.prompt_tokens = static_cast<int>(tokens->size());
       out.cached_tokens = out.prompt_tokens;
       out.from_cache = true;
-      if (on_text && !out.result.text.empty()) on_text(out.result.text);
+      answer.whole_text(out.result.text);
       out.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      done(std::move(out));
-      return;
+      return answer(std::move(out));
     }
   }
-  const Reply<Result<GenerateOutcome>> reply(std::move(done));
   loop_->post(
-      [this, tokens = std::move(tokens).value(), request = std::move(request), on_text = std::move(on_text), reply,
+      [this, tokens = std::move(tokens).value(), request = std::move(request), answer,
        key = std::move(key)](sched::LoopToken& token) mutable {
         InferenceState& st = state_.get(token);
-        st.loop().add(std::make_unique<CompletionLane>(
-            st, st.next_tenant(), std::move(tokens), std::move(request), std::move(on_text),
-            [reply](Result<GenerateOutcome> r) { reply(std::move(r)); }, responses_.get(), std::move(key)));
+        st.loop().add(std::make_unique<CompletionLane>(st, st.next_tenant(), std::move(tokens), std::move(request),
+                                                       answer, responses_.get(), std::move(key)));
       },
-      [reply](const Error& e) { reply.fail(e); });
+      [answer](const Error& e) { answer.fail(e); });
 }
 
 Result<GenerateOutcome> Service::generate(GenerateRequest request) {
-  return wait_for<Result<GenerateOutcome>>([&](auto done) { generate(std::move(request), {}, std::move(done)); });
+  return wait_for<Result<GenerateOutcome>>(
+      [&](auto done) { generate(std::move(request), end_only<GenerateOutcome>(std::move(done))); });
 }
 
 void Service::prompt(const SessionRef& h, std::string question, std::function<void(Result<Prompt>)> done) {
@@ -857,10 +841,9 @@ Result<PushResult> Service::push_text(std::string_view id, std::vector<std::stri
   return unknown_session(id);
 }
 
-void Service::query(std::string_view id, QueryRequest request, std::function<void(std::string_view)> on_text,
-                    std::function<void(Result<QueryOutcome>)> done) {
-  if (auto h = handle(id)) return query(h, std::move(request), std::move(on_text), std::move(done));
-  done(unknown_session(id));
+void Service::query(std::string_view id, QueryRequest request, AnswerConsumer<QueryOutcome> to) {
+  if (auto h = handle(id)) return query(h, std::move(request), std::move(to));
+  to(Result<QueryOutcome>(unknown_session(id)));
 }
 
 Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens) {

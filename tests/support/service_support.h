@@ -3,8 +3,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <variant>
 
 #include "aoi/service/service.h"
 
@@ -44,6 +47,17 @@ inline service::QueryRequest model_question(const std::string& question, int max
   r.generation.keep_first_logits = true;
   r.generation.stop = {"\x01"};  // never occurs: keeps the question off the flash cache and the ready logits
   return r;
+}
+
+// An answer's consumer from a text callback and an end callback (the request must stream for the first to hear
+// anything).
+template <class Outcome>
+service::AnswerConsumer<Outcome> pieces_then(std::function<void(std::string_view)> on_text,
+                                             std::function<void(Result<Outcome>)> done) {
+  return [on_text = std::move(on_text), done = std::move(done)](service::AnswerEvent<Outcome> event) {
+    if (auto* piece = std::get_if<service::TextPiece>(&event)) return on_text(piece->text);
+    done(std::move(std::get<Result<Outcome>>(event)));
+  };
 }
 
 }  // namespace aoi::test

@@ -8,8 +8,9 @@
 // loop touches (src/service/inference_state.h); the work itself runs as lanes of shared forward passes
 // (src/service/*_lane.h).
 //
-// Threads: every method is thread-safe. Callbacks (done, on_text) run on the inference thread and must not
-// block: hand the result to another thread (post to an I/O executor, fulfil a promise).
+// Threads: every method is thread-safe. Callbacks (an operation's done, an answer's consumer) run on the
+// inference thread and must not block: hand the result to another thread (post to an I/O executor, fulfil a
+// promise).
 #pragma once
 
 #include <atomic>
@@ -32,6 +33,7 @@
 #include "aoi/engine/generation.h"
 #include "aoi/engine/model.h"
 #include "aoi/sched/inference_loop.h"
+#include "aoi/service/answer_stream.h"
 #include "aoi/service/flash_registry.h"
 #include "aoi/service/loop_only.h"
 #include "aoi/service/session_handle.h"
@@ -105,6 +107,7 @@ struct QueryRequest {
   std::chrono::milliseconds wait_timeout{10000};
   // Set by the caller when the client went away: the query stops at its next step.
   std::shared_ptr<std::atomic<bool>> cancelled;
+  bool stream = false;  // the text comes piece by piece before the end (answer_stream.h)
 };
 
 struct QueryOutcome {
@@ -123,6 +126,7 @@ struct GenerateRequest {
   bool seeded = false;  // the client chose generation.sampling.seed (else it is a fresh random one)
   std::chrono::milliseconds queue_timeout{120000};  // longest wait for a free pool sequence
   std::shared_ptr<std::atomic<bool>> cancelled;
+  bool stream = false;  // the text comes piece by piece before the end (answer_stream.h)
 };
 
 struct GenerateOutcome {
@@ -243,17 +247,14 @@ class Service {
   Result<PushResult> push_text(std::string_view id, std::vector<std::string> records);
 
   // Answers a question on the session's latest ingested state (or after min_seq is ingested).
-  void query(const SessionRef& session, QueryRequest request, std::function<void(std::string_view)> on_text,
-             std::function<void(Result<QueryOutcome>)> done);
-  void query(std::string_view id, QueryRequest request, std::function<void(std::string_view)> on_text,
-             std::function<void(Result<QueryOutcome>)> done);
+  void query(const SessionRef& session, QueryRequest request, AnswerConsumer<QueryOutcome> to);
+  void query(std::string_view id, QueryRequest request, AnswerConsumer<QueryOutcome> to);
   Result<QueryOutcome> query(std::string_view id, QueryRequest request);  // waits
 
   // Stateless completion on a pool sequence (COMPLETION priority): max_tokens is cut to what the sequence holds
   // beside the prompt. Errors: the prompt does not fit (invalid, field "messages" or "prompt"), every slot
   // busy for too long (overloaded).
-  void generate(GenerateRequest request, std::function<void(std::string_view)> on_text,
-                std::function<void(Result<GenerateOutcome>)> done);
+  void generate(GenerateRequest request, AnswerConsumer<GenerateOutcome> to);
   Result<GenerateOutcome> generate(GenerateRequest request);  // waits
   // The tokens a request decodes (chat template applied); the field of any error is "messages" or "prompt".
   Result<std::vector<engine::Token>> prompt_tokens(const GenerateRequest& request) const;

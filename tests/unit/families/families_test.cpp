@@ -145,8 +145,9 @@ TEST_P(Families, BatchingRestoringPrefixHitsAndDraftsChangeNoAnswer) {
   std::vector<std::promise<Result<service::QueryOutcome>>> promises(ids.size());
   svc->run_on_inference_thread([&] {
     for (size_t i = 0; i < ids.size(); ++i) {
-      svc->query(ids[i], question, {},
-                 [&, i](Result<service::QueryOutcome> r) { promises[i].set_value(std::move(r)); });
+      svc->query(ids[i], question, service::end_only<service::QueryOutcome>([&, i](Result<service::QueryOutcome> r) {
+                   promises[i].set_value(std::move(r));
+                 }));
     }
   });
   test::Tally batched(test::kSharedPasses);
@@ -211,8 +212,9 @@ TEST_P(Families, BatchingRestoringPrefixHitsAndDraftsChangeNoAnswer) {
   std::vector<std::promise<Result<service::GenerateOutcome>>> drafted(requests.size());
   svc->run_on_inference_thread([&] {
     for (size_t i = 0; i < requests.size(); ++i) {
-      svc->generate(requests[i], {},
-                    [&, i](Result<service::GenerateOutcome> r) { drafted[i].set_value(std::move(r)); });
+      svc->generate(requests[i],
+                    service::end_only<service::GenerateOutcome>(
+                        [&, i](Result<service::GenerateOutcome> r) { drafted[i].set_value(std::move(r)); }));
     }
   });
   test::Tally drafts(test::kSharedPasses);

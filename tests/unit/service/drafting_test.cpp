@@ -167,9 +167,10 @@ TEST(Drafting, StopStringsAndSplitCharactersStayExactWithDrafts) {
     int i = 0;
     for (Service* svc : {drafting.get(), plain.get()}) {
       std::promise<Result<GenerateOutcome>> p;
-      svc->generate(
-          r, [&, i](std::string_view piece) { streamed[static_cast<size_t>(i)] += piece; },
-          [&](Result<GenerateOutcome> res) { p.set_value(std::move(res)); });
+      r.stream = true;
+      svc->generate(r, test::pieces_then<GenerateOutcome>(
+                           [&, i](std::string_view piece) { streamed[static_cast<size_t>(i)] += piece; },
+                           [&](Result<GenerateOutcome> res) { p.set_value(std::move(res)); }));
       out.push_back(p.get_future().get());
       ASSERT_TRUE(out.back().ok()) << out.back().error().message;
       ++i;

@@ -71,7 +71,8 @@ std::vector<Result<QueryOutcome>> ask_at_once(Service& svc,
                                               const std::vector<std::pair<std::string, QueryRequest>>& qs) {
   std::vector<std::promise<Result<QueryOutcome>>> promises(qs.size());
   for (size_t i = 0; i < qs.size(); ++i) {
-    svc.query(qs[i].first, qs[i].second, {}, [&, i](Result<QueryOutcome> r) { promises[i].set_value(std::move(r)); });
+    svc.query(qs[i].first, qs[i].second,
+              end_only<QueryOutcome>([&, i](Result<QueryOutcome> r) { promises[i].set_value(std::move(r)); }));
   }
   std::vector<Result<QueryOutcome>> out;
   for (auto& p : promises) out.push_back(p.get_future().get());
@@ -357,8 +358,8 @@ TEST(GroupedPrefill, IdenticalCompletionsPrefillTheirPromptOnce) {
   // prefills, the other aliases its cells.
   std::promise<Result<GenerateOutcome>> p0, p1;
   svc->run_on_inference_thread([&] {
-    svc->generate(r, {}, [&](Result<GenerateOutcome> out) { p0.set_value(std::move(out)); });
-    svc->generate(r, {}, [&](Result<GenerateOutcome> out) { p1.set_value(std::move(out)); });
+    svc->generate(r, end_only<GenerateOutcome>([&](Result<GenerateOutcome> out) { p0.set_value(std::move(out)); }));
+    svc->generate(r, end_only<GenerateOutcome>([&](Result<GenerateOutcome> out) { p1.set_value(std::move(out)); }));
   });
   for (auto* p : {&p0, &p1}) {
     auto out = p->get_future().get();

@@ -141,7 +141,7 @@ TEST(Service, ReadYourWritesWaitsAndTimesOut) {
     QueryRequest r = q;
     r.min_seq = last;
     r.wait_timeout = 0ms;
-    svc->query("a", r, {}, [&](Result<QueryOutcome> out) { late.set_value(std::move(out)); });
+    svc->query("a", r, end_only<QueryOutcome>([&](Result<QueryOutcome> out) { late.set_value(std::move(out)); }));
   });
   auto timed_out = late_result.get();
   ASSERT_FALSE(timed_out.ok());
@@ -203,7 +203,9 @@ TEST(Service, SessionQueryWaitsAtMostAboutOneBatchBehindABacklog) {
   std::promise<std::pair<Result<QueryOutcome>, std::uint64_t>> done;
   auto future = done.get_future();
   const std::uint64_t passes_at_submit = svc->passes();
-  svc->query("a", q, {}, [&](Result<QueryOutcome> r) { done.set_value({std::move(r), svc->passes()}); });
+  svc->query("a", q, end_only<QueryOutcome>([&](Result<QueryOutcome> r) {
+               done.set_value({std::move(r), svc->passes()});
+             }));
   auto [result, passes_at_done] = future.get();
   ASSERT_TRUE(result.ok()) << result.error().message;
   // Passes completed between submission and the query's own pass (its question, whose logits give the one
@@ -398,7 +400,7 @@ TEST(Service, AnOperationOnADeletedSessionNeverReachesTheOneThatTookItsId) {
   q.question = "Trend?";
   q.generation.max_tokens = 2;
   std::promise<Result<QueryOutcome>> asked;
-  svc->query(old, q, {}, [&](Result<QueryOutcome> r) { asked.set_value(std::move(r)); });
+  svc->query(old, q, end_only<QueryOutcome>([&](Result<QueryOutcome> r) { asked.set_value(std::move(r)); }));
   auto answer = asked.get_future().get();
   ASSERT_FALSE(answer.ok());
   expect_gone(answer.error(), "query");
@@ -431,15 +433,13 @@ TEST(Service, ShutdownCompletesEveryPendingRequest) {
   q.question = "Trend?";
   q.generation.max_tokens = 8;
   for (int i = 0; i < 6; ++i) {
-    svc->query(
-        "a", q, [](std::string_view) {},
-        [&](Result<QueryOutcome> r) {
-          completed++;
-          if (!r.ok()) {
-            EXPECT_EQ(r.error().type, ErrorType::kNotReady);
-            failed++;
-          }
-        });
+    svc->query("a", q, end_only<QueryOutcome>([&](Result<QueryOutcome> r) {
+                 completed++;
+                 if (!r.ok()) {
+                   EXPECT_EQ(r.error().type, ErrorType::kNotReady);
+                   failed++;
+                 }
+               }));
   }
   auto handle = svc->handle("a");
   svc->shutdown();

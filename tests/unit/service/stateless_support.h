@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "aoi/service/service.h"
+#include "service_support.h"
 #include "test_models.h"
 
 namespace aoi::service::stateless {
@@ -64,7 +65,8 @@ inline std::vector<Result<GenerateOutcome>> at_once(Service& svc, const std::vec
   std::vector<std::promise<Result<GenerateOutcome>>> promises(requests.size());
   svc.run_on_inference_thread([&] {
     for (size_t i = 0; i < requests.size(); ++i) {
-      svc.generate(requests[i], {}, [&, i](Result<GenerateOutcome> r) { promises[i].set_value(std::move(r)); });
+      svc.generate(requests[i], end_only<GenerateOutcome>(
+                                    [&, i](Result<GenerateOutcome> r) { promises[i].set_value(std::move(r)); }));
     }
   });
   std::vector<Result<GenerateOutcome>> out;

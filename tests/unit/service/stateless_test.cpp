@@ -109,13 +109,13 @@ TEST(PrefixCache, APromptInFlightIsCopiedByTheNextRequest) {
   std::promise<void> streaming;
   std::promise<Result<GenerateOutcome>> first_done;
   bool once = false;
-  warm_svc->generate(
-      first,
-      [&](std::string_view) {
-        if (!once) streaming.set_value();
-        once = true;
-      },
-      [&](Result<GenerateOutcome> r) { first_done.set_value(std::move(r)); });
+  first.stream = true;
+  warm_svc->generate(first, test::pieces_then<GenerateOutcome>(
+                                [&](std::string_view) {
+                                  if (!once) streaming.set_value();
+                                  once = true;
+                                },
+                                [&](Result<GenerateOutcome> r) { first_done.set_value(std::move(r)); }));
   streaming.get_future().wait();
   const auto second = chat({{"system", long_system()}, {"user", "A short one."}});
   auto out = warm_svc->generate(second);
@@ -207,9 +207,10 @@ TEST(ResponseCache, AnswersExactlyTheRequestsBoundToRepeat) {
   // Streaming hears the whole answer.
   std::string streamed;
   std::promise<Result<GenerateOutcome>> p;
-  svc->generate(
-      greedy, [&](std::string_view piece) { streamed += piece; },
-      [&](Result<GenerateOutcome> r) { p.set_value(std::move(r)); });
+  greedy.stream = true;
+  svc->generate(greedy,
+                test::pieces_then<GenerateOutcome>([&](std::string_view piece) { streamed += piece; },
+                                                   [&](Result<GenerateOutcome> r) { p.set_value(std::move(r)); }));
   ASSERT_TRUE(p.get_future().get().ok());
   EXPECT_EQ(streamed, first->result.text);
 
