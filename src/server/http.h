@@ -116,8 +116,9 @@ struct Route {
 void add_session_routes(std::vector<Route>& routes);
 void add_compat_routes(std::vector<Route>& routes);  // OpenAI and Anthropic
 void add_ops_routes(std::vector<Route>& routes);     // health, metrics
-// The dashboard: its page and files (public), and the records it shows (GET /v1/sessions/{id}/records).
-void add_dashboard_routes(std::vector<Route>& routes);
+// The dashboard: its page and files (public; without `page`, none: --no-webui), and the records it shows
+// (GET /v1/sessions/{id}/records).
+void add_dashboard_routes(std::vector<Route>& routes, bool page = true);
 
 // WebSocket sessions (upgrade of GET /v1/sessions/{id}/ws); returns when the socket closes.
 net::awaitable<void> serve_websocket(Call& call);

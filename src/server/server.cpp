@@ -157,7 +157,7 @@ struct Server::Impl {
     add_session_routes(routes);
     add_compat_routes(routes);
     add_ops_routes(routes);
-    add_dashboard_routes(routes);
+    add_dashboard_routes(routes, options.webui);
   }
 
   net::awaitable<void> accept_loop();
