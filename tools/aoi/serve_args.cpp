@@ -266,6 +266,9 @@ struct RawArgs {
 };
 
 void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
+  // An option given twice takes its last value, as in llama-server (a pasted line that repeats one still
+  // works); the lists (--api-key, --allowed-origins) take every one.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("-v,--verbose", raw.verbose, "debug logging (llama.cpp's too)");
   app.add_option("-m,--model", o.model, "GGUF model")->required()->check(CLI::ExistingFile);
   app.add_option("-a,--alias", o.alias, "model name reported by /v1/models (default: the file name)");
@@ -342,6 +345,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
           "N|all|auto"));
   app.add_option("--api-key", o.api_keys,
                  "admin keys, comma-separated (repeatable): every session; /health and / stay open")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   app.add_option("--api-key-file", raw.api_key_file,
                  "admin keys, one per line ('#' starts a comment line), as --api-key")
@@ -355,6 +359,7 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
                  "of exact origins such as https://app.example.com, or * for any; they still need a key when the "
                  "server has keys (default: none, no CORS headers)")
       ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false)
       ->type_name("LIST|*");
   app.add_flag("--no-webui{false}", o.webui, "no dashboard: GET / and its files answer 404");

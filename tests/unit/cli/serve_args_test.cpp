@@ -174,6 +174,30 @@ TEST_F(ServeArgsTest, EnvironmentFillsWhatTheCommandLineLeaves) {
   EXPECT_EQ(c.options.port, 7001);
 }
 
+// Every LLAMA_ARG_ variable README names, each alone.
+TEST_F(ServeArgsTest, EveryLlamaServerVariableTheReadmeNames) {
+  const std::string keys = (dir_ / "keys").string();
+  std::ofstream(keys) << "kf\n";
+  const auto with = [&](const std::string& var, const std::string& value) {
+    env_ = {{"LLAMA_ARG_MODEL", model_}, {var, value}};
+    return ok({});
+  };
+  EXPECT_EQ(with("LLAMA_ARG_ALIAS", "al").options.alias, "al");
+  EXPECT_EQ(with("LLAMA_ARG_HOST", "0.0.0.0").options.host, "0.0.0.0");
+  EXPECT_EQ(with("LLAMA_ARG_THREADS", "3").options.threads, 3);
+  EXPECT_EQ(with("LLAMA_ARG_BATCH", "256").options.batch_size, 256);
+  EXPECT_EQ(with("LLAMA_ARG_UBATCH", "128").options.ubatch_size, 128);
+  EXPECT_EQ(with("LLAMA_ARG_CACHE_TYPE_V", "q8_0").options.cache_type_v, "q8_0");
+  EXPECT_EQ(with("LLAMA_ARG_API_KEY_FILE", keys).options.api_keys, (std::vector<std::string>{"kf"}));
+  EXPECT_EQ(with("LLAMA_ARG_CHAT_TEMPLATE", "chatml").options.chat_template, "chatml");
+  EXPECT_EQ(with("LLAMA_ARG_CHAT_TEMPLATE_FILE", "llama3").options.chat_template, "llama3");
+  EXPECT_EQ(with("LLAMA_ARG_THREADS_HTTP", "4").options.io_threads, 4);
+  EXPECT_EQ(with("LLAMA_ARG_TIMEOUT", "90").options.request_timeout, 90);
+  EXPECT_TRUE(with("LLAMA_ARG_ENDPOINT_METRICS", "1").warnings.empty());
+  EXPECT_TRUE(warned(with("LLAMA_ARG_ENDPOINT_SLOTS", "1"), "--slots (from LLAMA_ARG_ENDPOINT_SLOTS)"));
+  EXPECT_TRUE(with("LLAMA_ARG_ENDPOINT_SLOTS", "0").warnings.empty());
+}
+
 TEST_F(ServeArgsTest, EnvironmentFlags) {
   env_ = {{"AOI_MEMORY_ONLY", "true"}, {"LLAMA_ARG_NO_UI", "1"}, {"LLAMA_ARG_JINJA", "1"}};
   ServeCommand c = ok({"-m", model_});
@@ -220,6 +244,156 @@ TEST_F(ServeArgsTest, DataDirectory) {
   EXPECT_EQ(ok({"-m", model_}).options.data_dir, "/data");
   EXPECT_EQ(ok({"-m", model_, "--data-dir", "/flag"}).options.data_dir, "/flag");
   EXPECT_EQ(ok({"-m", model_, "--memory-only"}).options.data_dir, "");
+}
+
+// The flags README's "Coming from llama-server" table names, each as the table says.
+TEST_F(ServeArgsTest, EveryLlamaServerFlagTheReadmeNames) {
+  const std::string file = (dir_ / "t.jinja").string();
+  // ChatML's markers, which llama.cpp recognises.
+  std::ofstream(file) << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+  // Read with their meaning.
+  ServeCommand c = ok({"--model",
+                       model_,
+                       "-a",
+                       "x",
+                       "--alias",
+                       "x",
+                       "-t",
+                       "3",
+                       "--threads",
+                       "3",
+                       "-b",
+                       "256",
+                       "--batch-size",
+                       "256",
+                       "--ubatch-size",
+                       "128",
+                       "-ctk",
+                       "bf16",
+                       "--cache-type-v",
+                       "q4_0",
+                       "--flash-attn",
+                       "off",
+                       "--parallel",
+                       "4",
+                       "--threads-batch",
+                       "5",
+                       "--log-verbose"});
+  EXPECT_EQ(c.options.alias, "x");
+  EXPECT_EQ(c.options.threads, 3);
+  EXPECT_EQ(c.options.batch_size, 256);
+  EXPECT_EQ(c.options.ubatch_size, 128);
+  EXPECT_EQ(c.options.cache_type_k, "bf16");
+  EXPECT_EQ(c.options.cache_type_v, "q4_0");
+  EXPECT_EQ(c.options.flash_attn, "off");
+  EXPECT_EQ(c.options.pool_slots, 4);
+  EXPECT_EQ(c.options.threads_batch, 5);
+  EXPECT_TRUE(c.verbose);
+  EXPECT_TRUE(c.warnings.empty());
+  c = ok({"-m", model_, "--chat-template-file", file, "--threads-http", "3", "-to", "60", "--no-ui"});
+  EXPECT_EQ(c.options.chat_template, file);
+  EXPECT_EQ(c.options.io_threads, 3);
+  EXPECT_EQ(c.options.request_timeout, 60);
+  EXPECT_FALSE(c.options.webui);
+  EXPECT_EQ(ok({"-m", model_, "--timeout", "61"}).options.request_timeout, 61);
+  // Given twice, the last one counts (as in llama-server); keys add up.
+  c = ok({"-m", model_, "--port", "1", "--port", "2", "--api-key", "a", "--api-key", "b"});
+  EXPECT_EQ(c.options.port, 2);
+  EXPECT_EQ(c.options.api_keys, (std::vector<std::string>{"a", "b"}));
+  // What aoi does anyway: accepted without a word.
+  c = ok({"-m", model_, "--metrics", "--webui", "--ui", "-cb", "--cont-batching", "--cache-prompt", "--swa-full",
+          "--no-slots"});
+  EXPECT_TRUE(c.warnings.empty());
+  // Nothing in aoi: a warning each, and the options around them untouched.
+  const std::vector<std::vector<std::string>> ignored = {{"--jinja"},
+                                                         {"--chat-template-kwargs", "{}"},
+                                                         {"--slots"},
+                                                         {"--props"},
+                                                         {"-nocb"},
+                                                         {"--no-cont-batching"},
+                                                         {"-kvu"},
+                                                         {"--kv-unified"},
+                                                         {"--context-shift"},
+                                                         {"--no-context-shift"},
+                                                         {"--mlock"},
+                                                         {"--no-mmap"},
+                                                         {"--mmap"},
+                                                         {"--warmup"},
+                                                         {"--no-warmup"},
+                                                         {"-nkvo"},
+                                                         {"--no-kv-offload"},
+                                                         {"-dev", "CUDA0"},
+                                                         {"--device", "CUDA0"},
+                                                         {"-sm", "row"},
+                                                         {"-ts", "1,1"},
+                                                         {"-mg", "0"},
+                                                         {"-ot", "exps=CPU"},
+                                                         {"-ncmoe", "2"},
+                                                         {"-cmoe"},
+                                                         {"-fit", "off"},
+                                                         {"--numa", "distribute"},
+                                                         {"-s", "1"},
+                                                         {"--seed", "1"},
+                                                         {"-n", "64"},
+                                                         {"--n-predict", "64"},
+                                                         {"--temp", "0.7"},
+                                                         {"--top-k", "40"},
+                                                         {"--top-p", "0.9"},
+                                                         {"--min-p", "0.1"},
+                                                         {"--repeat-penalty", "1.1"},
+                                                         {"--presence-penalty", "0"},
+                                                         {"--frequency-penalty", "0"},
+                                                         {"--slot-save-path", "/tmp"},
+                                                         {"--cache-reuse", "256"},
+                                                         {"-cram", "0"},
+                                                         {"-md", "d.gguf"},
+                                                         {"--reasoning-format", "none"},
+                                                         {"--reasoning-budget", "0"},
+                                                         {"-lv", "3"},
+                                                         {"--log-file", "x.log"},
+                                                         {"--log-timestamps"},
+                                                         {"--log-prefix"},
+                                                         {"--log-disable"},
+                                                         {"--path", "/srv"},
+                                                         {"--reuse-port"}};
+  for (const auto& flag : ignored) {
+    std::vector<std::string> args = {"-m", model_};
+    args.insert(args.end(), flag.begin(), flag.end());
+    args.insert(args.end(), {"--port", "9100"});
+    c = ok(args);
+    EXPECT_EQ(c.options.port, 9100) << flag[0];
+    ASSERT_EQ(c.warnings.size(), 1u) << flag[0];
+    EXPECT_EQ(c.warnings[0].rfind(flag[0] + " does nothing in aoi: ", 0), 0u) << c.warnings[0];
+  }
+  // Refused, naming the flag.
+  const std::vector<std::vector<std::string>> refused_flags = {{"-hf", "o/m"},
+                                                               {"-hfr", "o/m"},
+                                                               {"--hf-repo", "o/m"},
+                                                               {"-hff", "f"},
+                                                               {"--hf-file", "f"},
+                                                               {"-hft", "t"},
+                                                               {"--hf-token", "t"},
+                                                               {"-mu", "u"},
+                                                               {"--model-url", "u"},
+                                                               {"-dr", "d"},
+                                                               {"--docker-repo", "d"},
+                                                               {"-hfd", "o/m"},
+                                                               {"--lora", "a"},
+                                                               {"--lora-scaled", "a"},
+                                                               {"-mm", "p"},
+                                                               {"--mmproj", "p"},
+                                                               {"--embeddings"},
+                                                               {"--embedding"},
+                                                               {"--rerank"},
+                                                               {"--reranking"},
+                                                               {"--ssl-key-file", "k"},
+                                                               {"--ssl-cert-file", "c"},
+                                                               {"--api-prefix", "/x"}};
+  for (const auto& flag : refused_flags) {
+    std::vector<std::string> args = {"-m", model_};
+    args.insert(args.end(), flag.begin(), flag.end());
+    refused(args, "aoi serve: " + flag[0] + ": ");
+  }
 }
 
 }  // namespace
