@@ -126,6 +126,11 @@ std::string builtin_list() {
 
 }  // namespace
 
+bool gpu_offload_supported() {
+  init_backend();
+  return llama_supports_gpu_offload();
+}
+
 Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
   init_backend();
   std::error_code ec;

@@ -130,10 +130,12 @@ net::awaitable<Outcome> latest_records(Call& call) {
 
 }  // namespace
 
-void add_dashboard_routes(std::vector<Route>& routes) {
-  routes.push_back({http::verb::get, "/", page, /*is_public=*/true});
-  routes.push_back({http::verb::get, "/dashboard/{file}", asset, /*is_public=*/true});
-  routes.push_back({http::verb::get, "/dashboard.json", settings, /*is_public=*/true});
+void add_dashboard_routes(std::vector<Route>& routes, bool with_page) {
+  if (with_page) {
+    routes.push_back({http::verb::get, "/", page, /*is_public=*/true});
+    routes.push_back({http::verb::get, "/dashboard/{file}", asset, /*is_public=*/true});
+    routes.push_back({http::verb::get, "/dashboard.json", settings, /*is_public=*/true});
+  }
   routes.push_back({http::verb::get, "/v1/sessions/{id}/records", latest_records});
   routes.push_back({http::verb::get, "/openapi.json", openapi, /*is_public=*/true});
 }

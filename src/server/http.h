@@ -116,12 +116,13 @@ struct Route {
 void add_session_routes(std::vector<Route>& routes);
 void add_compat_routes(std::vector<Route>& routes);  // OpenAI and Anthropic
 void add_ops_routes(std::vector<Route>& routes);     // health, readiness, metrics
-// The dashboard: its page and files (public), and the records it shows (GET /v1/sessions/{id}/records); the
-// OpenAPI description (public).
-void add_dashboard_routes(std::vector<Route>& routes);
-// Every route the server answers, in matching order (the first pattern that matches a path wins). The one
-// table: the server dispatches on it, and tests/unit/server/openapi_test.cpp holds src/server/openapi.json to it.
-std::vector<Route> all_routes();
+// The dashboard: its page and files (public; without `page`, none: --no-webui), the records it shows
+// (GET /v1/sessions/{id}/records), and the OpenAPI description (public).
+void add_dashboard_routes(std::vector<Route>& routes, bool page = true);
+// Every route the server answers, in matching order (the first pattern that matches a path wins); `webui`:
+// the dashboard's page and files among them. The one table: the server dispatches on it, and
+// tests/unit/server/openapi_test.cpp holds src/server/openapi.json to it.
+std::vector<Route> all_routes(bool webui = true);
 
 // WebSocket sessions (upgrade of GET /v1/sessions/{id}/ws); returns when the socket closes.
 net::awaitable<void> serve_websocket(Call& call);

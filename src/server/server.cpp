@@ -152,17 +152,17 @@ net::awaitable<bool> SseWriter::comment(std::string_view text) {
   co_return co_await write(": " + std::string(text) + "\n\n");
 }
 
-std::vector<Route> all_routes() {
+std::vector<Route> all_routes(bool webui) {
   std::vector<Route> routes;
   add_session_routes(routes);
   add_compat_routes(routes);
   add_ops_routes(routes);
-  add_dashboard_routes(routes);
+  add_dashboard_routes(routes, webui);
   return routes;
 }
 
 struct Server::Impl {
-  explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(ioc), routes(all_routes()) {}
+  explicit Impl(ServerOptions o) : options(std::move(o)), acceptor(ioc), routes(all_routes(options.webui)) {}
 
   net::awaitable<void> accept_loop();
   net::awaitable<void> connection(tcp::socket socket);

@@ -39,16 +39,6 @@ namespace aoi::service {
 class Persistence;
 struct SnapshotMeta;
 
-// Sequence ids (streams) the context has: sessions' first (so that they are consecutive), then the completion
-// slots, then the spares recompute eviction rebuilds windows on.
-struct SeqLayout {
-  int sessions = 0;
-  int pool = 0;
-  int spares = 0;
-  int total() const { return sessions + pool + spares; }
-};
-Result<SeqLayout> seq_layout(const ServiceParams& params);
-
 // The loop-side state of one resident session. The cache (InferenceState::in_cache) and its lanes share it;
 // the session (and its sequence's cells) goes when it leaves the cache and its last lane is gone.
 struct SessionRuntime {

@@ -2,9 +2,11 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "aoi/version.h"
@@ -13,16 +15,6 @@
 #include "serve.h"
 
 namespace {
-
-// llama-server's "-ub N" (and "-ub=N") as "--ubatch-size": CLI11 short names have one letter, and people
-// coming from llama-server type -ub.
-std::vector<std::string> with_long_names(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
-    if (args[i] == "-ub" || args[i].rfind("-ub=", 0) == 0) args[i] = "--ubatch-size" + args[i].substr(3);
-  }
-  return args;
-}
 
 // The command as typed, for a benchmark's table, without the options that only say where its output goes.
 std::string command_line(int argc, char** argv, const std::vector<std::string>& leave_out) {
@@ -84,9 +76,9 @@ int main(int argc, char** argv) {
   rp->add_option("--commit", replay.commit, "the commit the table names (default: $AOI_BENCH_COMMIT)");
   rp->add_option("--command", replay.command, "the command the table names (default: this one)");
 
-  aoi::cli::ServeOptions serve;
-  CLI::App* sv = app.add_subcommand("serve", "run the HTTP server");
-  aoi::cli::add_serve_options(*sv, serve);
+  // Listed here for --help; its arguments are parsed by parse_serve_args (serve_args.h), which reads
+  // llama-server's flags and the environment as well.
+  app.add_subcommand("serve", "run the HTTP server (aoi serve --help: its options)");
 
   aoi::cli::PushOptions push;
   CLI::App* pu = app.add_subcommand("push", "send records to a session, one per line from stdin or a file");
@@ -107,13 +99,25 @@ int main(int argc, char** argv) {
   CLI::App* fe = app.add_subcommand("feed", "print a synthetic data stream (OHLCV bars) to pipe into push");
   aoi::cli::add_feed_options(*fe, feed);
 
-  std::vector<std::string> args = with_long_names(argc, argv);
-  std::vector<char*> arg_ptrs;
-  for (auto& a : args) arg_ptrs.push_back(a.data());
-  CLI11_PARSE(app, static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  // `aoi [-v] serve ARGS...`: ARGS go to the serve parser as they are.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-v" || arg == "--verbose") continue;
+    if (arg != "serve") break;
+    auto parsed = aoi::cli::parse_serve_args(std::vector<std::string>(argv + i + 1, argv + argc),
+                                             [](const char* name) { return std::getenv(name); });
+    if (auto* exit = std::get_if<aoi::cli::ServeExit>(&parsed)) {
+      std::fputs(exit->text.c_str(), exit->exit_code == 0 ? stdout : stderr);
+      return exit->exit_code;
+    }
+    const auto& cmd = std::get<aoi::cli::ServeCommand>(parsed);
+    spdlog::set_level(i > 1 || cmd.verbose ? spdlog::level::debug : spdlog::level::info);
+    return aoi::cli::run_serve(cmd.options, cmd.warnings);
+  }
+
+  CLI11_PARSE(app, argc, argv);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
 
-  if (sv->parsed()) return aoi::cli::run_serve(serve);
   if (pu->parsed()) return aoi::cli::run_push(push);
   if (as->parsed()) return aoi::cli::run_ask(ask);
   if (wa->parsed()) return aoi::cli::run_watch(watch);

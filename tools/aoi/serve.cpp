@@ -10,7 +10,11 @@
 #include <filesystem>
 #include <thread>
 
+#include <netdb.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
 
 #include "aoi/common/log.h"
 #include "aoi/engine/context.h"
@@ -30,157 +34,81 @@ engine::KvType kv_type(const std::string& name) {
   return engine::KvType::kF16;
 }
 
-}  // namespace
-
-void add_serve_options(CLI::App& app, ServeOptions& o) {
-  app.add_option("-m,--model", o.model, "GGUF model")->required()->check(CLI::ExistingFile);
-  app.add_option("-a,--alias", o.alias, "model name reported by /v1/models (default: the file name)");
-  app.add_option("--chat-template", o.chat_template,
-                 "chat template of the chat endpoints and sessions: one of llama.cpp's built-in names (chatml, "
-                 "llama3, ...) or a file holding a template's text (default: the model's own, else chatml)")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            auto t = engine::chat_template_from_arg(v);
-            return t ? std::string() : t.error().message;
-          },
-          "NAME|FILE"));
-  app.add_option("--host", o.host, "address to listen on")->capture_default_str();
-  app.add_option("--port", o.port, "port (0: any free port)")->check(CLI::Range(0, 65535))->capture_default_str();
-  app.add_option("-c,--ctx-size", o.ctx_size,
-                 "KV cache cells in all, split equally between the sequences (sessions, completion slots, "
-                 "spares); 0: 4096 per sequence (a sliding-window model's window, when smaller)")
-      ->check(CLI::Range(0, 1 << 24))
-      ->capture_default_str();
-  app.add_option("-t,--threads", o.threads, "CPU threads for the forward pass (0: all)")->check(CLI::Range(0, 1024));
-  app.add_option("-b,--batch-size", o.batch_size, "tokens per forward pass")
-      ->check(CLI::Range(1, 1 << 16))
-      ->capture_default_str();
-  // main() reads llama-server's -ub as --ubatch-size: CLI11 short names have one letter.
-  app.add_option("--ubatch-size", o.ubatch_size,
-                 "-ub: tokens per compute step within a forward pass, at most the batch size (default: the batch "
-                 "size)")
-      ->check(CLI::Range(1, 1 << 16));
-  app.parse_complete_callback([&o] {
-    if (o.ubatch_size > o.batch_size) {
-      throw CLI::ValidationError("--ubatch-size", std::to_string(o.ubatch_size) + " is larger than --batch-size " +
-                                                      std::to_string(o.batch_size) +
-                                                      " (a physical batch is a part of a forward pass)");
+// --host: an address as it is, a name (localhost, a host name) as its first IPv4 address, else its first IPv6
+// one: the server binds one address.
+Result<std::string> resolve_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0) {
+    return Error::invalid("host", "cannot resolve --host " + host + ": " + gai_strerror(rc));
+  }
+  std::string v4, v6;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ai_family == AF_INET && v4.empty()) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
+      v4 = text;
+    } else if (a->ai_family == AF_INET6 && v6.empty()) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
+      v6 = text;
     }
-  });
-  app.add_option("--max-sessions", o.max_sessions, "sessions at most (each has a sequence of its own)")
-      ->check(CLI::Range(1, 100))
-      ->capture_default_str();
-  const auto kv_types = CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"});
-  app.add_option("--cache-type-k", o.cache_type_k, "KV cache type of K")->check(kv_types)->capture_default_str();
-  app.add_option("--cache-type-v", o.cache_type_v, "KV cache type of V")->check(kv_types)->capture_default_str();
-  app.add_option("--flash-attn", o.flash_attn, "flash attention (slows decode at depth on CPUs)")
-      ->check(CLI::IsMember({"on", "off", "auto"}))
-      ->capture_default_str();
-  app.add_option("--n-gpu-layers", o.n_gpu_layers, "layers on the GPU (-1: all)");
-  app.add_option("--api-key", o.api_keys, "an admin key (repeatable): every session; /health and / stay open");
-  app.add_option("--api-keys", o.api_keys_file,
-                 "tenants: a file of 'KEY TENANT [sessions=N] [cells=N] [records_per_s=N] [queries_per_s=N]' lines; "
-                 "SIGHUP reloads it")
-      ->check(CLI::ExistingFile);
-  app.add_option("--allowed-origins", o.allowed_origins,
-                 "web pages on these origins may call the server from a browser (CORS): a comma-separated list "
-                 "of exact origins such as https://app.example.com, or * for any; they still need a key when the "
-                 "server has keys (default: none, no CORS headers)")
-      ->delimiter(',')
-      ->type_name("LIST|*");
-  app.add_option("--max-body-bytes", o.max_body_bytes, "largest request body")->capture_default_str();
-  app.add_option("--max-header-bytes", o.max_header_bytes, "largest request line and headers (over it: 431)")
-      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 24))
-      ->capture_default_str();
-  app.add_option("--request-timeout", o.request_timeout,
-                 "seconds a client has to send a whole request; a slower one is disconnected")
-      ->check(CLI::Range(1, 86400))
-      ->capture_default_str();
-  app.add_option("--idle-timeout", o.idle_timeout, "seconds a kept-alive connection may wait for its next request")
-      ->check(CLI::Range(1, 86400))
-      ->capture_default_str();
-  app.add_option("--max-connections", o.max_connections,
-                 "open connections at most, event streams and WebSockets included (over it: 429); the descriptor "
-                 "limit is raised to fit when the hard limit allows")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--pool-slots", o.pool_slots, "parallel stateless completions")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str();
-  app.add_option("--prefix-cache-cells", o.prefix_cache_cells,
-                 "KV cells that idle completion slots keep as cached prefixes for later prompts (the radix prefix "
-                 "cache; 0: off; -1: whatever they hold)")
-      ->check(CLI::Range(-1, 1 << 30))
-      ->capture_default_str();
-  app.add_option("--response-cache", o.response_cache,
-                 "answers kept for identical completion requests (greedy or seeded), answered without inference; 0: "
-                 "off")
-      ->check(CLI::Range(0, 1 << 20))
-      ->capture_default_str();
-  app.add_flag("--deterministic-seed", o.deterministic_seed,
-               "a sampled completion request without a seed takes one from its prompt (FNV-1a): the same prompt "
-               "gives the same answer, and the response cache may answer it");
-  app.add_option("--draft-max", o.draft_max,
-                 "prompt-lookup drafting: draft tokens per answer and pass at most, verified in the same pass "
-                 "(completions and session questions; 0: off)")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str();
-  app.add_option("--draft-fixed-rows", o.draft_fixed_rows,
-                 "what a forward pass costs beyond its rows, in rows, on this machine (aoi-bench-pass-rows "
-                 "measures it): a draft token joins a pass only when its odds of acceptance pay for its row, so "
-                 "a busy server drafts only what is almost sure")
-      ->check(CLI::Range(0.0, 4096.0))
-      ->capture_default_str();
-  app.add_option("--draft-seq-rows", o.draft_seq_rows,
-                 "what each sequence in a forward pass adds to its cost, in rows (aoi-bench-pass-rows measures it)")
-      ->check(CLI::Range(0.0, 4096.0))
-      ->capture_default_str();
-  app.add_option("--spare-seqs", o.spare_seqs,
-                 "sequences recompute eviction rebuilds windows on (0: max-sessions / 4, 1 to 4)")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str();
-  app.add_option("--io-threads", o.io_threads, "HTTP threads")->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_option("--ring-capacity", o.ring_capacity, "pending records per session before the oldest drop")
-      ->capture_default_str();
-  app.add_option("--max-flash", o.max_flash, "flash queries per session")
-      ->check(CLI::Range(0, 256))
-      ->capture_default_str();
-  app.add_option("--data-dir", o.data_dir,
-                 "where sessions live on disk: logs of accepted records and snapshots; a restart brings every "
-                 "session back (default: $AOI_DATA_DIR, else $XDG_STATE_HOME/aoi, else ~/.local/state/aoi)");
-  app.add_flag("--memory-only", o.memory_only, "keep sessions in memory only: a restart loses them");
-  app.add_option("--fsync", o.fsync,
-                 "when accepted records reach the disk: always (before the push is acknowledged), everysec "
-                 "(a crash of the process loses nothing, a power loss up to a second), no (the kernel decides)")
-      ->check(CLI::IsMember({"always", "everysec", "no"}))
-      ->capture_default_str();
-  app.add_option("--snapshot-interval", o.snapshot_interval,
-                 "seconds between snapshots of a session with new data (the log holds what came after)")
-      ->check(CLI::Range(1, 86400))
-      ->capture_default_str();
-  app.add_option("--snapshot-tokens", o.snapshot_tokens, "a snapshot after this many new record tokens")
-      ->check(CLI::Range(1, 1 << 30))
-      ->capture_default_str();
-  app.add_option("--max-stored-sessions", o.max_stored_sessions,
-                 "sessions kept in all, in the cache and on disk (--max-sessions bounds those in the cache; "
-                 "beyond it the least recently used idle session moves to disk)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--log-format", o.log_format,
-                 "log lines (llama.cpp's included) as text, or as json: one object per line with time, level, "
-                 "logger and message")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
+  }
+  freeaddrinfo(found);
+  if (v4.empty() && v6.empty()) return Error::invalid("host", "--host " + host + " has no IP address");
+  return v4.empty() ? v6 : v4;
 }
 
-std::string default_data_dir() {
-  if (const char* d = std::getenv("AOI_DATA_DIR"); d != nullptr && *d != '\0') return d;
-  if (const char* x = std::getenv("XDG_STATE_HOME"); x != nullptr && *x != '\0') return std::string(x) + "/aoi";
-  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') return std::string(h) + "/.local/state/aoi";
-  return ".aoi";
+// An address as a URL writes it (an IPv6 one in brackets).
+std::string url_host(const std::string& address) {
+  return address.find(':') == std::string::npos ? address : "[" + address + "]";
 }
 
-namespace {
+// Fewer cells than this per sequence leave a session no room for a question at its defaults (a question
+// budget of 512 positions) besides its system text and data.
+constexpr int kMinCellsPerSeq = 512;
+
+// The cells each sequence gets from n_ctx cells over n_seqs streams, as llama.cpp's context rounds them
+// (llama_context: the total and then each stream up to a multiple of 256).
+int cells_per_seq(long long n_ctx, int n_seqs) {
+  const auto pad = [](long long n) { return (n + 255) / 256 * 256; };
+  return static_cast<int>(pad(pad(n_ctx) / n_seqs));
+}
+
+// The sequences the options ask for.
+Result<service::SeqLayout> seq_layout(const ServeOptions& o) {
+  service::ServiceParams sp;
+  sp.max_sessions = o.max_sessions;
+  sp.pool_slots = o.pool_slots;
+  sp.spare_seqs = o.spare_seqs;
+  return service::seq_layout(sp);
+}
+
+// The context's n_ctx (0: the service's default): from --ctx-per-session, or -c once checked. What -c leaves
+// each sequence is refused (the error says why) under kMinCellsPerSeq, and warned about when each session gets
+// less than half of it, which a user coming from llama-server (where -c is one slot's context) would not expect.
+Result<std::uint32_t> context_cells(const ServeOptions& o) {
+  auto layout = seq_layout(o);
+  if (!layout) return layout.error();
+  const int n_seqs = layout->total();
+  if (o.ctx_per_session > 0) return static_cast<std::uint32_t>(o.ctx_per_session) * static_cast<std::uint32_t>(n_seqs);
+  if (o.ctx_size == 0) return 0u;
+  const int per_seq = cells_per_seq(o.ctx_size, n_seqs);
+  const std::string split = "-c " + std::to_string(o.ctx_size) + " is the KV cache in all, split between " +
+                            std::to_string(n_seqs) + " sequences (" + std::to_string(layout->sessions) + " sessions, " +
+                            std::to_string(layout->pool) + " completion slots, " + std::to_string(layout->spares) +
+                            " spares): each gets " + std::to_string(per_seq) + " cells";
+  const std::string fix = "For " + std::to_string(o.ctx_size) + " per session: --ctx-per-session " +
+                          std::to_string(o.ctx_size) + " (" + std::to_string(1LL * o.ctx_size * n_seqs) +
+                          " cells in all), or fewer sequences (--max-sessions, --parallel, --spare-seqs)";
+  if (per_seq < kMinCellsPerSeq) {
+    return Error::invalid("ctx_size", split + ", under the " + std::to_string(kMinCellsPerSeq) +
+                                          " a session needs for its system text, data and a question. " + fix);
+  }
+  if (per_seq < o.ctx_size / 2) spdlog::warn("{}, not {}. {}", split, o.ctx_size, fix);
+  return static_cast<std::uint32_t>(o.ctx_size);
+}
 
 // Each connection holds a descriptor, and so do the model, the listening socket and each session's files on
 // disk. Raises the soft limit as far as the hard one allows; below what the flags need, says so (connections
@@ -203,7 +131,7 @@ void fit_descriptor_limit(const ServeOptions& o) {
 
 }  // namespace
 
-int run_serve(const ServeOptions& o) {
+int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   // Signals are taken by sigwait below, not by whichever thread they land on.
   // An inherited SIGINT that is ignored (a background job of a non-interactive shell) stays ignored.
   sigset_t signals;
@@ -215,9 +143,21 @@ int run_serve(const ServeOptions& o) {
   sigaddset(&signals, SIGHUP);  // reloads the tenants file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   log::set_format(o.log_format == "json" ? log::Format::kJson : log::Format::kText);
+  for (const std::string& w : warnings) spdlog::warn("{}", w);
 
+  const auto n_ctx = context_cells(o);
+  if (!n_ctx) {
+    spdlog::error("{}", n_ctx.error().message);
+    return 1;
+  }
+  auto host = resolve_host(o.host);
+  if (!host) {
+    spdlog::error("{}", host.error().message);
+    return 1;
+  }
   server::ServerOptions so;
-  so.host = o.host;
+  so.host = *host;
+  so.webui = o.webui;
   so.port = static_cast<std::uint16_t>(o.port);
   so.api_keys = o.api_keys;
   so.api_keys_file = o.api_keys_file;
@@ -235,12 +175,18 @@ int run_serve(const ServeOptions& o) {
     spdlog::error("{}", st.error().message);
     return 1;
   }
-  log::status(stderr, "aoi: loading %s (http://%s:%u answers 503 until ready)\n", o.model.c_str(), o.host.c_str(),
-              server.port());
+  log::status(stderr, "aoi: loading %s (http://%s:%u answers 503 until ready)\n", o.model.c_str(),
+              url_host(so.host).c_str(), server.port());
 
   service::ServiceParams sp;
   sp.model.path = o.model;
   sp.model.n_gpu_layers = o.n_gpu_layers;
+  if (!engine::gpu_offload_supported() && o.n_gpu_layers_given && o.n_gpu_layers != 0) {
+    spdlog::warn(
+        "-ngl {} does nothing here: this build has no GPU backend (build with -DAOI_CUDA=ON), every "
+        "layer runs on the CPU",
+        o.n_gpu_layers);
+  }
   // Checked when the options were parsed.
   if (!o.chat_template.empty()) sp.model.chat_template = engine::chat_template_from_arg(o.chat_template).value();
   int last_percent = -1;
@@ -253,10 +199,11 @@ int run_serve(const ServeOptions& o) {
     return true;
   };
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  sp.context.n_ctx = static_cast<std::uint32_t>(o.ctx_size);
+  sp.context.n_ctx = *n_ctx;
   sp.context.n_batch = static_cast<std::uint32_t>(o.batch_size);
   sp.context.n_ubatch = static_cast<std::uint32_t>(o.ubatch_size > 0 ? o.ubatch_size : o.batch_size);
-  sp.context.n_threads = sp.context.n_threads_batch = threads;
+  sp.context.n_threads = threads;
+  sp.context.n_threads_batch = o.threads_batch > 0 ? o.threads_batch : threads;
   sp.context.type_k = kv_type(o.cache_type_k);
   sp.context.type_v = kv_type(o.cache_type_v);
   sp.context.flash_attn = o.flash_attn == "on"     ? engine::FlashAttn::kOn
@@ -274,7 +221,7 @@ int run_serve(const ServeOptions& o) {
   sp.ring_capacity = o.ring_capacity;
   sp.max_flash = o.max_flash;
   if (!o.memory_only) {
-    sp.store.data_dir = o.data_dir.empty() ? default_data_dir() : o.data_dir;
+    sp.store.data_dir = o.data_dir;
     sp.store.fsync = *store::parse_fsync_policy(o.fsync);
     sp.store.snapshot_interval = std::chrono::seconds(o.snapshot_interval);
     sp.store.snapshot_tokens = o.snapshot_tokens;
@@ -290,17 +237,22 @@ int run_serve(const ServeOptions& o) {
   const engine::Model& model = (*service)->model();
   server.set_service(service->get());
   const service::ServiceStats stats = (*service)->stats();
-  log::status(stdout, "aoi: model %s (%s, %.0f MB), %d threads, flash attention %s\n", so.model_name.c_str(),
-              model.description().c_str(), static_cast<double>(model.size_bytes()) / 1e6, threads,
-              o.flash_attn.c_str());
-  log::status(
-      stdout,
-      "aoi: KV cache %d cells (%.0f MB), a stream of %d cells per sequence: up to %d sessions (each one's window, "
-      "system text and questions within its %d cells), %d completion slots\n",
-      stats.kv_cells_total,
-      static_cast<double>(stats.kv_cells_total) * static_cast<double>(engine::kv_bytes_per_token(model, sp.context)) /
-          1e6,
-      stats.kv_cells_per_seq, o.max_sessions, stats.kv_cells_per_seq, o.pool_slots);
+  const std::string placement = !engine::gpu_offload_supported() ? "on the CPU (no GPU backend built)"
+                                : o.n_gpu_layers < 0             ? "every layer on the GPU"
+                                                     : std::to_string(o.n_gpu_layers) + " layers on the GPU";
+  log::status(stdout, "aoi: model %s (%s, %.0f MB), %d threads (%d for batches), flash attention %s, %s\n",
+              so.model_name.c_str(), model.description().c_str(), static_cast<double>(model.size_bytes()) / 1e6,
+              threads, sp.context.n_threads_batch, o.flash_attn.c_str(), placement.c_str());
+  const service::SeqLayout layout = seq_layout(o).value();  // checked by context_cells
+  const int per_seq = stats.kv_cells_per_seq;
+  log::status(stdout,
+              "aoi: context: each of %d sessions gets %d cells (system text, data window and questions), each of %d "
+              "completion slots %d, each of %d spares %d (recompute eviction rebuilds windows there): %d sequences, "
+              "%d cells, %.0f MB\n",
+              layout.sessions, per_seq, layout.pool, per_seq, layout.spares, per_seq, layout.total(),
+              stats.kv_cells_total,
+              static_cast<double>(stats.kv_cells_total) *
+                  static_cast<double>(engine::kv_bytes_per_token(model, sp.context)) / 1e6);
   log::status(stdout,
               "aoi: completions: prefix cache %s, response cache %zu answers%s, prompt-lookup drafts of up to %d "
               "tokens (a pass's fixed cost: %.1f rows)\n",
@@ -312,7 +264,7 @@ int run_serve(const ServeOptions& o) {
     log::status(stdout, "aoi: sessions in %s (fsync %s): %d on disk, %d in the cache\n", sp.store.data_dir.c_str(),
                 o.fsync.c_str(), stats.sessions_on_disk, stats.sessions_resident);
   }
-  log::status(stdout, "aoi: listening on http://%s:%u\n", o.host.c_str(), server.port());
+  log::status(stdout, "aoi: listening on http://%s:%u\n", url_host(so.host).c_str(), server.port());
 
   int sig = 0;
   for (;;) {

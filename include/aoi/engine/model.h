@@ -49,6 +49,10 @@ Result<std::string> apply_chat_template(const std::string& tmpl, std::span<const
 // message listing the built-in names when it is neither, or when llama.cpp cannot apply the file's template.
 Result<ChatTemplate> chat_template_from_arg(const std::string& name_or_file);
 
+// Whether this build of llama.cpp can put layers on a GPU (a GPU backend was built, e.g. AOI_CUDA): without one,
+// every layer runs on the CPU whatever ModelParams::n_gpu_layers says.
+bool gpu_offload_supported();
+
 struct ModelParams {
   std::string path;
   int n_gpu_layers = 0;  // -1: all

@@ -44,6 +44,8 @@ struct ServerOptions {
   // (CORS): their preflights are answered before any key is checked, and every response, errors and event
   // streams included, lets them read it. Empty: no CORS headers at all. listen() refuses one that is no origin.
   std::vector<std::string> allowed_origins;
+  // The dashboard's page and files (GET /, /dashboard/...); off, they answer 404 (the API it reads stays).
+  bool webui = true;
 };
 
 class Server {

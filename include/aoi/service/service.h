@@ -98,6 +98,18 @@ struct ServiceParams {
   bool deterministic_seed = false;
 };
 
+// Sequence ids (streams) the context has: sessions' first (so that they are consecutive), then the completion
+// slots, then the spares recompute eviction rebuilds windows on. Every sequence gets n_ctx / total() cells.
+struct SeqLayout {
+  int sessions = 0;
+  int pool = 0;
+  int spares = 0;
+  int total() const { return sessions + pool + spares; }
+};
+// The layout params asks for; fails when it needs more sequences than llama.cpp has. Public so that a caller
+// can size n_ctx per sequence before starting the service.
+Result<SeqLayout> seq_layout(const ServiceParams& params);
+
 struct QueryRequest {
   std::string question;
   engine::GenerationParams generation;
