@@ -15,9 +15,9 @@ int common_prefix(std::span<const Token> a, std::span<const Token> b) {
 
 }  // namespace
 
-SequencePool::SequencePool(engine::Context& ctx, sched::CellLedger& ledger, SeqId first, int count, int cell_budget)
+SequencePool::SequencePool(engine::Context& ctx, kv::CellLedger& ledger, SeqId first, int count, int cell_budget)
     : ctx_(ctx), first_(first), budget_(cell_budget), slots_(static_cast<size_t>(std::max(0, count))) {
-  for (auto& s : slots_) s.cells = sched::CellHold(ledger);
+  for (auto& s : slots_) s.cells = kv::CellHold(ledger);
 }
 
 SequencePool::~SequencePool() = default;

@@ -13,7 +13,7 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 }  // namespace
 
-InferenceLoop::InferenceLoop(Forward& forward, const CellLedger& cells, LoopParams params)
+InferenceLoop::InferenceLoop(Forward& forward, const kv::CellLedger& cells, LoopParams params)
     : forward_(forward), cells_(cells), params_(params), batch_(params.n_batch) {
   thread_ = std::thread([this] { run(); });
   thread_id_ = thread_.get_id();

@@ -8,15 +8,15 @@
 
 #include "aoi/engine/sampling.h"
 #include "aoi/sched/prefix_groups.h"
-#include "completion_lane.h"
-#include "create_lane.h"
-#include "inference_state.h"
-#include "persistence.h"
-#include "query_lane.h"
+#include "durability/persistence.h"
+#include "durability/session_codec.h"
+#include "loop/completion_lane.h"
+#include "loop/create_lane.h"
+#include "loop/inference_state.h"
+#include "loop/query_lane.h"
+#include "loop/settle_lane.h"
 #include "reply.h"
-#include "session_codec.h"
 #include "session_view.h"
-#include "settle_lane.h"
 
 namespace aoi::service {
 namespace {

@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "aoi/store/log_syncer.h"
-#include "persistence.h"
-#include "session_codec.h"
+#include "durability/persistence.h"
+#include "durability/session_codec.h"
 
 namespace aoi::service {
 

@@ -26,7 +26,7 @@ const char* eviction_policy_name(EvictionPolicy policy) {
   return policy == EvictionPolicy::kShift ? "shift" : "recompute";
 }
 
-Session::Session(engine::Context& ctx, SessionConfig config, sched::SeqLease primary, sched::CellLedger& cells)
+Session::Session(engine::Context& ctx, SessionConfig config, kv::SeqLease primary, kv::CellLedger& cells)
     : ctx_(ctx), ledger_(cells), config_(std::move(config)), primary_(std::move(primary)), cells_(cells) {}
 
 Session::~Session() {
@@ -35,7 +35,7 @@ Session::~Session() {
 }
 
 Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SessionConfig config, const PromptLayout& layout,
-                                                 sched::SeqLease primary, sched::CellLedger& cells) {
+                                                 kv::SeqLease primary, kv::CellLedger& cells) {
   const engine::Model& model = ctx.model();
   if (!primary) return Error::internal("no sequence for the session");
   if (config.query_budget < 2) return Error::invalid("query_budget", "must be at least 2 tokens");
@@ -154,8 +154,7 @@ AppendKind Session::append_kind(std::span<const TokenizedRecord> records) const 
   return evicts_old && eviction_policy() == EvictionPolicy::kRecompute ? AppendKind::kRebuild : AppendKind::kInPlace;
 }
 
-Result<std::unique_ptr<SessionAppend>> Session::begin_append(std::vector<TokenizedRecord> records,
-                                                             sched::SeqLease spare) {
+Result<std::unique_ptr<SessionAppend>> Session::begin_append(std::vector<TokenizedRecord> records, kv::SeqLease spare) {
   if (append_running_) return Error::conflict("an append is already running on session " + id());
   for (const auto& r : records) {
     AOI_CHECK(!r.tokens.empty() && static_cast<int>(r.tokens.size()) <= max_data_tokens_,

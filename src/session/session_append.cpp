@@ -16,7 +16,7 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 }  // namespace
 
-SessionAppend::SessionAppend(Session& session, AppendKind kind, sched::SeqLease spare, engine::TokenFeed feed,
+SessionAppend::SessionAppend(Session& session, AppendKind kind, kv::SeqLease spare, engine::TokenFeed feed,
                              std::deque<TokenizedRecord> window, size_t evict_old, int n_records, AppendStats stats)
     : s_(session),
       kind_(kind),

@@ -89,7 +89,7 @@ Result<session::AppendStats> SoloSessions::append(session::Session& s, std::span
 
 Result<std::unique_ptr<session::SessionAppend>> SoloSessions::begin_append(
     session::Session& s, std::vector<session::TokenizedRecord> records) {
-  sched::SeqLease spare;
+  kv::SeqLease spare;
   if (s.append_kind(records) == session::AppendKind::kRebuild) {
     auto lease = spare_.take();
     if (!lease) return Error::conflict("the spare sequence is busy");

@@ -10,8 +10,8 @@
 #include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/generation.h"
-#include "aoi/sched/cell_ledger.h"
-#include "aoi/sched/seq_ids.h"
+#include "aoi/kv/cell_ledger.h"
+#include "aoi/kv/seq_ids.h"
 #include "aoi/session/session.h"
 #include "aoi/session/session_append.h"
 #include "aoi/session/session_query.h"
@@ -68,14 +68,14 @@ class SoloSessions {
   Result<session::Answer> query(session::Session& s, session::QueryParams params);
   void remove(session::Session* s);
 
-  sched::CellLedger& cells() { return cells_; }
+  kv::CellLedger& cells() { return cells_; }
   engine::Context& ctx() { return ctx_; }
 
  private:
   engine::Context& ctx_;
-  sched::CellLedger cells_;
-  sched::SeqIdPool seqs_;
-  sched::SeqIdPool spare_;
+  kv::CellLedger cells_;
+  kv::SeqIdPool seqs_;
+  kv::SeqIdPool spare_;
   session::PromptLayout layout_;
   std::vector<std::unique_ptr<session::Session>> sessions_;
 };

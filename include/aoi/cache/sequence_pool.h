@@ -25,7 +25,7 @@
 
 #include "aoi/cache/prefix_trie.h"
 #include "aoi/engine/context.h"
-#include "aoi/sched/cell_ledger.h"
+#include "aoi/kv/cell_ledger.h"
 
 namespace aoi::cache {
 
@@ -55,7 +55,7 @@ class SequencePool {
 
   // Sequences [first, first + count). cell_budget: cells idle sequences may keep (0: the prefix cache is off,
   // every sequence is emptied when given back; negative: no bound but the sequences' own size).
-  SequencePool(engine::Context& ctx, sched::CellLedger& ledger, SeqId first, int count, int cell_budget);
+  SequencePool(engine::Context& ctx, kv::CellLedger& ledger, SeqId first, int count, int cell_budget);
   ~SequencePool();
   SequencePool(const SequencePool&) = delete;
   SequencePool& operator=(const SequencePool&) = delete;
@@ -106,7 +106,7 @@ class SequencePool {
   struct Slot {
     bool busy = false;
     std::vector<Token> held;  // idle: what its cells hold from position 0; busy: what it published
-    sched::CellHold cells;
+    kv::CellHold cells;
   };
   Slot& slot(SeqId seq) { return slots_[static_cast<size_t>(seq - first_)]; }
   SeqId seq_of(const Slot& s) const { return first_ + static_cast<SeqId>(&s - slots_.data()); }

@@ -26,7 +26,7 @@
 
 #include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
-#include "aoi/sched/cell_ledger.h"
+#include "aoi/kv/cell_ledger.h"
 #include "aoi/sched/draft_plan.h"
 #include "aoi/sched/lane.h"
 #include "aoi/sched/loop_token.h"
@@ -65,7 +65,7 @@ struct LoopStats {
 class InferenceLoop {
  public:
   // Starts the thread. forward and cells (for error messages) must outlive the loop.
-  InferenceLoop(Forward& forward, const CellLedger& cells, LoopParams params);
+  InferenceLoop(Forward& forward, const kv::CellLedger& cells, LoopParams params);
   // Shuts down (see shutdown()).
   ~InferenceLoop();
   InferenceLoop(const InferenceLoop&) = delete;
@@ -116,7 +116,7 @@ class InferenceLoop {
   static void fail_command(Command& c, const Error& error);
 
   Forward& forward_;
-  const CellLedger& cells_;
+  const kv::CellLedger& cells_;
   const LoopParams params_;
   engine::Batch batch_;
   RoundRobin rr_;

@@ -5,8 +5,8 @@
 // rings, answers from the flash cache and the ready logits on the caller's thread, and hands everything
 // that needs the model to the inference loop as a command. The state the loop mutates (the context, the
 // sessions' sequences, the sequence pools, the cell ledger) belongs to one InferenceState that only the
-// loop touches (src/service/inference_state.h); the work itself runs as lanes of shared forward passes
-// (src/service/*_lane.h).
+// loop touches (src/service/loop/inference_state.h); the work itself runs as lanes of shared forward passes
+// (src/service/loop/*_lane.h). Sessions on disk: src/service/durability.
 //
 // Threads: every method is thread-safe. Callbacks (an operation's done, an answer's consumer) run on the
 // inference thread and must not block: hand the result to another thread (post to an I/O executor, fulfil a

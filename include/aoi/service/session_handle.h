@@ -1,6 +1,6 @@
 // The thread-safe face of a session. HTTP and WebSocket threads push records into its ring and read its
 // counters and its published view; the inference thread drains the ring into the Session (which only it
-// touches, see src/service/inference_state.h) and publishes a new view after every operation.
+// touches, see src/service/loop/inference_state.h) and publishes a new view after every operation.
 #pragma once
 
 #include <atomic>

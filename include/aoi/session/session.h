@@ -35,8 +35,8 @@
 #include "aoi/common/error.h"
 #include "aoi/engine/generation.h"
 #include "aoi/engine/types.h"
-#include "aoi/sched/cell_ledger.h"
-#include "aoi/sched/seq_ids.h"
+#include "aoi/kv/cell_ledger.h"
+#include "aoi/kv/seq_ids.h"
 #include "aoi/session/prompt_layout.h"
 #include "aoi/session/retention.h"
 #include "aoi/session/session_config.h"
@@ -121,7 +121,7 @@ class Session {
   // session's sequence. Errors name the field: a window that the sequence's positions cannot hold is
   // refused, never shrunk. Without a token limit, the window is all the positions the sequence has.
   static Result<std::unique_ptr<Session>> create(engine::Context& ctx, SessionConfig config, const PromptLayout& layout,
-                                                 sched::SeqLease primary, sched::CellLedger& cells);
+                                                 kv::SeqLease primary, kv::CellLedger& cells);
   // Frees the session's cells.
   ~Session();
   Session(const Session&) = delete;
@@ -143,7 +143,7 @@ class Session {
   // Starts ingesting records (in order, prepared for this session). A rebuild needs `spare` (an empty
   // sequence it keeps until the end); an in-place append the primary. Fails with kConflict while another
   // append runs or the primary is busy (in place).
-  Result<std::unique_ptr<SessionAppend>> begin_append(std::vector<TokenizedRecord> records, sched::SeqLease spare = {});
+  Result<std::unique_ptr<SessionAppend>> begin_append(std::vector<TokenizedRecord> records, kv::SeqLease spare = {});
 
   // Starts a question on the primary. Fails at once on a bad question, or with kConflict while the primary
   // is busy.
@@ -209,7 +209,7 @@ class Session {
   friend class SessionAppend;
   friend class SessionQuery;
 
-  Session(engine::Context& ctx, SessionConfig config, sched::SeqLease primary, sched::CellLedger& cells);
+  Session(engine::Context& ctx, SessionConfig config, kv::SeqLease primary, kv::CellLedger& cells);
 
   RetentionLimits retention_limits() const;
   RetentionPlan plan(std::span<const TokenizedRecord> records) const;
@@ -221,10 +221,10 @@ class Session {
   int primary_cells() const;
 
   engine::Context& ctx_;
-  sched::CellLedger& ledger_;
+  kv::CellLedger& ledger_;
   SessionConfig config_;
-  sched::SeqLease primary_;
-  sched::CellHold cells_;  // the primary's cells (and a rebuild's spare's, while it runs)
+  kv::SeqLease primary_;
+  kv::CellHold cells_;  // the primary's cells (and a rebuild's spare's, while it runs)
   std::vector<Token> region0_;
   std::vector<Token> scaffold_;
   std::vector<Token> question_close_;

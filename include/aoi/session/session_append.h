@@ -42,14 +42,14 @@ class SessionAppend {
  private:
   friend class Session;
 
-  SessionAppend(Session& session, AppendKind kind, sched::SeqLease spare, engine::TokenFeed feed,
+  SessionAppend(Session& session, AppendKind kind, kv::SeqLease spare, engine::TokenFeed feed,
                 std::deque<TokenizedRecord> window, size_t evict_old, int n_records, AppendStats stats);
   void finish(int logits_row);
   void roll_back();
 
   Session& s_;
   AppendKind kind_;
-  sched::SeqLease spare_;               // rebuild: the sequence the window is decoded on
+  kv::SeqLease spare_;                  // rebuild: the sequence the window is decoded on
   engine::TokenFeed feed_;              // what to decode: records (+ retained records) + scaffold
   std::deque<TokenizedRecord> window_;  // the new records; a rebuild: the whole new window
   size_t evict_old_ = 0;                // oldest records evicted (bookkeeping: when done; in place: at once)

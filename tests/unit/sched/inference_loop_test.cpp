@@ -164,7 +164,7 @@ class InferenceLoopTest : public ::testing::Test {
   }
 
   FakeForward forward_;
-  CellLedger ledger_{1 << 20};
+  kv::CellLedger ledger_{1 << 20};
   std::unique_ptr<InferenceLoop> loop_;
 };
 

@@ -1,6 +1,6 @@
 // The order a session's operations write its primary sequence in, without a model: precedence by class, aging,
 // flash pins, and operations that wait for the session to settle.
-#include "primary_arbiter.h"
+#include "loop/primary_arbiter.h"
 
 #include <gtest/gtest.h>
 

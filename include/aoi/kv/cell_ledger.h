@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-namespace aoi::sched {
+namespace aoi::kv {
 
 class CellLedger;
 
@@ -41,4 +41,4 @@ class CellLedger {
   std::atomic<int> used_{0};
 };
 
-}  // namespace aoi::sched
+}  // namespace aoi::kv

@@ -2,9 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "durability/persistence.h"
 #include "flash_lane.h"
 #include "ingest_lane.h"
-#include "persistence.h"
 #include "session_view.h"
 
 namespace aoi::service {

@@ -7,9 +7,9 @@
 #include <utility>
 
 #include "create_lane.h"
+#include "durability/persistence.h"
+#include "durability/session_codec.h"
 #include "inference_state.h"
-#include "persistence.h"
-#include "session_codec.h"
 #include "session_view.h"
 
 namespace aoi::service {

@@ -10,7 +10,7 @@
 
 #include "aoi/engine/types.h"
 
-namespace aoi::sched {
+namespace aoi::kv {
 
 class SeqIdPool;
 
@@ -80,4 +80,4 @@ inline void SeqLease::release() {
   id_ = -1;
 }
 
-}  // namespace aoi::sched
+}  // namespace aoi::kv

@@ -88,7 +88,7 @@ void InferenceState::publish_ready(SessionRuntime& rt) {
   h.set_ready({true, s.data_version(), top.token, top.gap()});
 }
 
-std::optional<sched::SeqLease> InferenceState::take_spare(const void* lane) {
+std::optional<kv::SeqLease> InferenceState::take_spare(const void* lane) {
   auto it = std::find(spare_waiters_.begin(), spare_waiters_.end(), lane);
   if (it == spare_waiters_.end()) it = spare_waiters_.insert(spare_waiters_.end(), lane);
   // The lanes ahead of this one take the free spares first.

@@ -74,7 +74,7 @@ void IngestLane::start_appends() {
     if (batch_.empty()) break;
     const size_t n = next_batch_size();
     const auto kind = s.append_kind(std::span(batch_).first(n));
-    sched::SeqLease spare;
+    kv::SeqLease spare;
     if (kind != session::AppendKind::kRebuild) state_.forget_spare(this);
     if (kind == session::AppendKind::kInPlace) {
       // In place: when it is ingestion's turn on the primary.

@@ -24,9 +24,9 @@
 #include "aoi/cache/sequence_pool.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
-#include "aoi/sched/cell_ledger.h"
+#include "aoi/kv/cell_ledger.h"
+#include "aoi/kv/seq_ids.h"
 #include "aoi/sched/inference_loop.h"
-#include "aoi/sched/seq_ids.h"
 #include "aoi/service/service.h"
 #include "aoi/service/session_handle.h"
 #include "aoi/session/prompt_layout.h"
@@ -78,11 +78,11 @@ class InferenceState {
   const engine::Model& model() const { return ctx_.model(); }
   const ServiceParams& params() const { return params_; }
   const session::PromptLayout& layout() const { return layout_; }
-  sched::CellLedger& cells() { return cells_; }
-  const sched::CellLedger& cells() const { return cells_; }
+  kv::CellLedger& cells() { return cells_; }
+  const kv::CellLedger& cells() const { return cells_; }
   // Cells of one sequence: what a session or a completion may hold at most.
   int cells_per_seq() const { return static_cast<int>(ctx_.n_ctx_seq()); }
-  sched::SeqIdPool& session_seqs() { return session_seqs_; }
+  kv::SeqIdPool& session_seqs() { return session_seqs_; }
   // The completions' sequences and the prefix cache over them.
   cache::SequencePool& pool() { return pool_; }
   const cache::SequencePool& pool() const { return pool_; }
@@ -97,7 +97,7 @@ class InferenceState {
   // spares go in the order they were asked for, so that no session's rebuild waits behind others that poll
   // first in every pass. A lane that asked and no longer needs one (it rebuilds no more, or it ends) says so
   // with forget_spare.
-  std::optional<sched::SeqLease> take_spare(const void* lane);
+  std::optional<kv::SeqLease> take_spare(const void* lane);
   void forget_spare(const void* lane);
   sched::InferenceLoop& loop() { return *loop_; }
   void set_loop(sched::InferenceLoop* loop) { loop_ = loop; }
@@ -181,10 +181,10 @@ class InferenceState {
   const ServiceParams& params_;
   engine::Context& ctx_;
   session::PromptLayout layout_;
-  sched::CellLedger cells_;
-  sched::SeqIdPool session_seqs_;
+  kv::CellLedger cells_;
+  kv::SeqIdPool session_seqs_;
   cache::SequencePool pool_;
-  sched::SeqIdPool spare_seqs_;
+  kv::SeqIdPool spare_seqs_;
   std::atomic<std::uint64_t> draft_tokens_{0}, draft_accepted_{0};
   std::deque<const void*> spare_waiters_;  // lanes waiting for a spare, first come first
   sched::InferenceLoop* loop_ = nullptr;

@@ -4,10 +4,10 @@
 #include <optional>
 #include <set>
 
-#include "aoi/sched/cell_ledger.h"
-#include "aoi/sched/seq_ids.h"
+#include "aoi/kv/cell_ledger.h"
+#include "aoi/kv/seq_ids.h"
 
-namespace aoi::sched {
+namespace aoi::kv {
 namespace {
 
 TEST(CellHold, FollowsItsHolderAndReleasesOnDestruction) {
@@ -65,4 +65,4 @@ TEST(SeqIdPool, LeasesComeBackAndAreNeverHandedOutTwice) {
 }
 
 }  // namespace
-}  // namespace aoi::sched
+}  // namespace aoi::kv

@@ -1,9 +1,9 @@
-#include "aoi/sched/cell_ledger.h"
+#include "aoi/kv/cell_ledger.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace aoi::sched {
+namespace aoi::kv {
 
 CellHold::CellHold(CellHold&& other) noexcept
     : ledger_(std::exchange(other.ledger_, nullptr)), cells_(std::exchange(other.cells_, 0)) {}
@@ -23,4 +23,4 @@ void CellHold::set(int cells) {
   cells_ = cells;
 }
 
-}  // namespace aoi::sched
+}  // namespace aoi::kv

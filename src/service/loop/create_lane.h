@@ -13,8 +13,8 @@
 
 #include "aoi/sched/lane.h"
 #include "aoi/session/session_setup.h"
+#include "durability/session_codec.h"
 #include "inference_state.h"
-#include "session_codec.h"
 
 namespace aoi::service {
 
