@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh [--seconds N | --runs N] [--out FILE.md] [target...]     default: 60 seconds each, every target
 # --out writes the summary as a markdown table, headed by the commit and this command as typed (the environment
 # variables below that change what runs included), for docs/benchmarks.md: bench/update_docs.py fuzz FILE.
-# Targets: fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_renderer fuzz_http_request.
+# Targets: fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_decoder fuzz_record_renderer
+# fuzz_http_request.
 # Environment:
 #   AOI_FUZZ_DIR    the build directory (default build-fuzz)
 #   AOI_FUZZ_MODEL  the model fuzz_record_renderer tokenizes with (default build/models/test-micro.gguf, which the
@@ -16,7 +17,8 @@
 # Exit status: 0 when no target found anything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-all_targets=(fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_renderer fuzz_http_request)
+all_targets=(fuzz_records_body fuzz_request_json fuzz_record_template fuzz_record_decoder fuzz_record_renderer
+             fuzz_http_request)
 
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; }
 

@@ -285,6 +285,68 @@ const FieldValue* Record::find(std::string_view name) const {
 
 // ---- RecordTemplate -------------------------------------------------------------------------------------
 
+namespace {
+
+// A name or value of fields_text as it stands, or as a JSON string when it would not read back as one word.
+void append_word(std::string_view s, std::string& out) {
+  const bool bare = !s.empty() && std::none_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u <= ' ' || u == 0x7f || c == '"' || c == '=' || c == '\\';
+  });
+  if (bare) {
+    out += s;
+    return;
+  }
+  out += '"';
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string fields_text(const Record& record) {
+  std::string out;
+  std::string value_text;
+  for (const auto& [name, value] : record.fields()) {
+    if (!out.empty()) out += ' ';
+    append_word(name, out);
+    out += '=';
+    value_text.clear();
+    if (const auto* text = std::get_if<std::string>(&value)) {
+      append_word(*text, out);
+      continue;
+    }
+    if (const auto* number = std::get_if<NumberText>(&value)) {
+      append_word(number->lexeme, out);
+      continue;
+    }
+    if (const char* why = append_value(value, value_text); why != nullptr) {
+      const double real = std::get<double>(value);  // only a double can fail: it is not finite
+      value_text = std::isnan(real) ? "nan" : real < 0 ? "-inf" : "inf";
+    }
+    out += value_text;
+  }
+  return out;
+}
+
 Result<RecordTemplate> RecordTemplate::parse(std::string_view text) {
   if (text.empty()) return Error::invalid("template", "the template is empty");
   RecordTemplate tmpl;

@@ -1,6 +1,7 @@
 #include "records_body.h"
 
 #include "aoi/common/utf8.h"
+#include "aoi/ingest/record_decoder.h"
 
 #include <nlohmann/json.hpp>
 
@@ -13,8 +14,9 @@ namespace {
 
 using service::RecordInput;
 
-// SAX handler for a sequence of record values (string or flat object of strings/numbers), either at the
-// top level (NDJSON line: one value) or inside {"records": [...]}.
+// SAX handler for a sequence of record values (a string, or an object flattened by
+// ingest::FlatRecordBuilder: nested fields "a.b", array elements "a.0", booleans and null as text, numbers as
+// written), either at the top level (NDJSON line: one value) or inside {"records": [...]}.
 class RecordsSax {
  public:
   explicit RecordsSax(bool wrapped, size_t first_index = 0, std::vector<std::string> ignored = {})
@@ -23,18 +25,21 @@ class RecordsSax {
   std::vector<RecordInput> records;
   std::optional<Error> error;
 
-  bool null() { return skipping() || scalar_error("null"); }
-  bool boolean(bool) { return skipping() || scalar_error("true/false"); }
+  bool null() {
+    if (skipping()) return true;
+    return building_ ? check(builder_.null()) : scalar_error("null");
+  }
+  bool boolean(bool v) {
+    if (skipping()) return true;
+    return building_ ? check(builder_.boolean(v)) : scalar_error("true/false");
+  }
   bool number_integer(std::int64_t v) { return skipping() || number(std::to_string(v)); }
   bool number_unsigned(std::uint64_t v) { return skipping() || number(std::to_string(v)); }
   bool number_float(double, const std::string& lexeme) { return skipping() || number(lexeme); }
   bool binary(nlohmann::json::binary_t&) { return scalar_error("binary"); }
   bool string(std::string& s) {
     if (skipping()) return true;
-    if (in_field()) {
-      current_->set(field_, s);
-      return true;
-    }
+    if (building_) return check(builder_.text(std::move(s)));
     if (at_record_level()) {
       records.emplace_back(std::move(s));
       ++index_;
@@ -45,16 +50,19 @@ class RecordsSax {
   }
   bool start_object(std::size_t) {
     if (skip_value_) return fail(Error::invalid("records", "unexpected object"));
+    if (building_) return check(builder_.start_object());
     ++depth_;
     if (wrapped_ && depth_ == 1) return true;  // the body object
     if (depth_ == record_depth() && at_record_slot()) {
-      current_ = ingest::Record{};
-      return true;
+      builder_.reset();
+      building_ = true;
+      return check(builder_.start_object());
     }
     if (wrapped_ && depth_ == 2) return fail(Error::invalid("records", "must be an array"));
-    return fail(Error::invalid(record_field(), "record fields must be strings or numbers"));
+    return fail(Error::invalid(record_field(), "records are strings or objects"));
   }
   bool key(std::string& k) {
+    if (building_) return check(builder_.key(k));
     if (wrapped_ && depth_ == 1) {
       skip_value_ = std::find(ignored_.begin(), ignored_.end(), k) != ignored_.end();
       if (skip_value_) return true;
@@ -63,13 +71,14 @@ class RecordsSax {
       saw_records_ = true;
       return true;
     }
-    field_ = k;
-    return true;
+    return fail(Error::invalid(record_field(), "unexpected key"));
   }
   bool end_object() {
-    if (depth_ == record_depth() && current_) {
-      records.emplace_back(std::move(*current_));
-      current_.reset();
+    if (building_) {
+      if (!check(builder_.end_container())) return false;
+      if (!builder_.done()) return true;
+      records.emplace_back(builder_.take());
+      building_ = false;
       ++index_;
     }
     --depth_;
@@ -77,6 +86,7 @@ class RecordsSax {
   }
   bool start_array(std::size_t) {
     if (skip_value_) return fail(Error::invalid("records", "unexpected array"));
+    if (building_) return check(builder_.start_array());
     ++depth_;
     if (wrapped_ && depth_ == 2 && !in_records_) {
       in_records_ = true;
@@ -86,6 +96,7 @@ class RecordsSax {
     return fail(Error::invalid(record_field(), "records are strings or objects"));
   }
   bool end_array() {
+    if (building_) return check(builder_.end_container());
     --depth_;
     return true;
   }
@@ -107,22 +118,22 @@ class RecordsSax {
   int record_depth() const { return wrapped_ ? 3 : 1; }
   bool at_record_slot() const { return !wrapped_ || in_records_; }
   bool at_record_level() const { return wrapped_ ? (depth_ == 2 && in_records_) : depth_ == 0; }
-  bool in_field() const { return current_.has_value() && depth_ == record_depth(); }
   std::string record_field() const {
     std::string f = "records[" + std::to_string(index_) + "]";
-    if (current_) f += "." + field_;
+    if (building_ && !builder_.path().empty()) f += "." + builder_.path();
     return f;
   }
   bool number(std::string lexeme) {
-    if (in_field()) {
-      current_->set(field_, ingest::NumberText{std::move(lexeme)});
-      return true;
-    }
+    if (building_) return check(builder_.number(std::move(lexeme)));
     return scalar_error("a number");
   }
   bool scalar_error(const char* what) {
     if (wrapped_ && depth_ == 1) return fail(Error::invalid("records", "must be an array"));
-    return fail(Error::invalid(record_field(), std::string(what) + " is not a record value; use a string or number"));
+    return fail(Error::invalid(record_field(), std::string(what) + " is not a record; use a string or an object"));
+  }
+  bool check(bool ok) {
+    if (!ok) fail(Error::invalid(record_field(), builder_.error()));
+    return ok;
   }
   bool fail(Error e) {
     if (!error) error = std::move(e);
@@ -132,12 +143,12 @@ class RecordsSax {
   bool wrapped_;
   std::vector<std::string> ignored_;
   bool skip_value_ = false;
-  int depth_ = 0;
+  int depth_ = 0;  // containers around the current record (its own object included), not those inside it
   bool in_records_ = false;
   bool saw_records_ = false;
   size_t index_;
-  std::optional<ingest::Record> current_;
-  std::string field_;
+  bool building_ = false;  // inside an object record: its events go to builder_
+  ingest::FlatRecordBuilder builder_;
 };
 
 }  // namespace

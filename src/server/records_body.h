@@ -1,5 +1,6 @@
-// Record bodies of POST /v1/sessions/{id}/data: JSON {"records": [...]}, NDJSON, or text lines. Numbers in
-// object records keep the client's spelling ("101.250" stays "101.250").
+// Record bodies of POST /v1/sessions/{id}/data: JSON {"records": [...]}, NDJSON, or text lines. Object records
+// are decoded as ingest::FlatRecordBuilder does (record_decoder.h): nested fields flattened to "a.b" and
+// "a.0", booleans and null as text, numbers keeping the client's spelling ("101.250" stays "101.250").
 #pragma once
 
 #include <string_view>

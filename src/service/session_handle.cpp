@@ -81,13 +81,18 @@ Result<PreparedRecords> SessionHandle::prepare(std::vector<RecordInput> records)
   out.tokens_.reserve(records.size());
   std::lock_guard render(renderer_mu_);  // once for the whole push
   for (size_t i = 0; i < records.size(); ++i) {
+    if (!takes_objects) {
+      // Without a template the model reads an object's fields as "name=value" text; the record is that text
+      // from here on (in the log too), so a restart renders nothing again.
+      if (const auto* object = std::get_if<ingest::Record>(&records[i])) {
+        if (object->size() == 0) return Error::invalid("records[" + std::to_string(i) + "]", "record has no fields");
+        records[i] = ingest::fields_text(*object);
+      }
+    }
     if (const auto* text = std::get_if<std::string>(&records[i])) {
       if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
         return Error::invalid("records[" + std::to_string(i) + "]", "record is empty");
       }
-    } else if (!takes_objects) {
-      return Error::invalid("records[" + std::to_string(i) + "]",
-                            "object records need a session template; this session takes text records");
     }
     auto tokens = record_tokens(records[i], i);
     if (!tokens) return tokens.error();

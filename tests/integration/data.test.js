@@ -106,14 +106,49 @@ test('template objects in JSON and NDJSON, mixed with plain strings', async () =
   assert.ok(after.regions.data_tokens >= 7 * 10, `a rendered bar is many tokens: ${after.regions.data_tokens}`);
 });
 
-test('object records without a template refuse the whole body (422 records[i])', async () => {
+test('object records without a template are read as name=value text; an empty object is refused (422 records[i])', async () => {
   const s = await createSession(ctx.server);
   const ok = await pushRecords(ctx.server, s.id, ['before']);
-  const res = await post(ctx.server, `/v1/sessions/${s.id}/data`, { records: ['fine', { t: 'x', o: 1 }] });
-  expectError(res, 422, 'invalid_value', /^records\[1\]/);
+  const res = await post(ctx.server, `/v1/sessions/${s.id}/data`, { records: ['fine', {}] });
+  expectError(res, 422, 'invalid_value', /^records\[1\]$/);
   const after = await getSession(ctx.server, s.id);
   assert.equal(after.last_seq_pushed, ok.last_seq, 'nothing of a refused body is accepted');
   assert.equal(after.records.pushed, 1);
+});
+
+// The decoding rules of docs/api.md ("Decoding records"), read back as the model reads them.
+const REAL_MESSAGE = '{"p": 101.50, "m": true, "meta": {"unit": "C", "tags": ["a", "b c"]}, "x": null}';
+
+async function retainedTexts(id, lastSeq) {
+  await waitIngested(ctx.server, id, lastSeq);
+  const res = await http(ctx.server, 'GET', `/v1/sessions/${id}/records?last=10`);
+  expectStatus(res, 200);
+  return res.body.records.map((r) => r.text);
+}
+
+test('nested, boolean and null fields are accepted: flattened on a templated session', async () => {
+  const s = await createSession(ctx.server, { template: '{p} m={m} unit={meta.unit} tags={meta.tags.1} x={x}' });
+  const json = await pushRaw(s.id, `{"records": [${REAL_MESSAGE}]}`, 'application/json');
+  expectStatus(json, 202);
+  const nd = await pushRaw(s.id, `${REAL_MESSAGE}\n`, 'application/x-ndjson');
+  expectStatus(nd, 202);
+  assert.deepEqual(await retainedTexts(s.id, nd.body.last_seq),
+    ['101.50 m=true unit=C tags=b c x=null', '101.50 m=true unit=C tags=b c x=null']);
+  // A field the template names and the record lacks is still refused, named with its flattened path.
+  const missing = await pushRaw(s.id, '{"records": [{"p": 1, "m": false, "meta": {"tags": []}, "x": 0}]}',
+    'application/json');
+  expectError(missing, 422, 'invalid_value', /^records\[0\]\.meta\.unit$/);
+});
+
+test('nested, boolean and null fields are accepted: name=value text on a plain session', async () => {
+  const s = await createSession(ctx.server);
+  const json = await pushRaw(s.id, `{"records": [${REAL_MESSAGE}, {"note": "two words", "k=v": ""}]}`,
+    'application/json');
+  expectStatus(json, 202);
+  assert.deepEqual(await retainedTexts(s.id, json.body.last_seq), [
+    'p=101.50 m=true meta.unit=C meta.tags.0=a meta.tags.1="b c" x=null',
+    'note="two words" "k=v"=""',
+  ]);
 });
 
 test('a template object missing a field refuses the whole body (422 records[i]...)', async () => {

@@ -113,7 +113,8 @@ export function tempDataDir() {
 }
 
 // Starts `aoi serve` on an ephemeral port and waits for its ready line.
-// opts: { apiKey, apiKeys: [], maxBodyBytes, maxSessions, ctxSize, args: [], dataDir, memoryOnly, model }
+// opts: { apiKey, apiKeys: [], maxBodyBytes, maxSessions, ctxSize, args: [], dataDir, memoryOnly, model, port }
+// (port: 0, the default, is an ephemeral one; a fixed one lets a restarted server keep its address)
 // Every server keeps its sessions in a data directory: `dataDir` when given (kept: a restart finds it), else a
 // fresh one removed when the server exits; `memoryOnly` for none.
 export async function startServer(opts = {}) {
@@ -122,7 +123,7 @@ export async function startServer(opts = {}) {
   if (!existsSync(model)) throw new Error(`model not found: ${model} (set AOI_MODEL)`);
   // The context: the server's default (4096 cells per sequence) unless a test sizes it. Threads: as the unit
   // tests' (AOI_TEST_THREADS, see tests/support/test_models.h), else 2.
-  const args = ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0',
+  const args = ['serve', '--model', model, '--host', '127.0.0.1', '--port', String(opts.port ?? 0),
     '--threads', String(opts.threads ?? (process.env.AOI_TEST_THREADS || 2))];
   if (opts.ctxSize != null) args.push('--ctx-size', String(opts.ctxSize));
   const keys = opts.apiKeys ?? (opts.apiKey ? [opts.apiKey] : []);

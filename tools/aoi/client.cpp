@@ -16,8 +16,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <thread>
 
+#include "aoi/ingest/record_decoder.h"
 #include "aoi/workload/ohlcv.h"
 #include "http_client.h"
 
@@ -177,85 +179,47 @@ class LineReader {
   std::string error_;
 };
 
-struct CsvField {
-  std::string text;
-  bool quoted = false;
+// One record of a --csv row as a JSON object; the values are text, as the server reads them either way.
+std::string csv_record(const ingest::Record& record) {
+  json object = json::object();
+  for (const auto& [name, value] : record.fields()) object[name] = std::get<std::string>(value);
+  return dump(object);
+}
+
+// What `aoi push` retries, how long it waits, and how it tells whether a batch whose answer was lost was taken.
+// The same rules as the Python client's (clients/python/aoi_client/retry.py and settle_lost_batch).
+struct RetryPolicy {
+  double backoff_s = 0.25;     // the first wait's ceiling when the server names none
+  double max_backoff_s = 8.0;  // the ceiling's cap
 };
 
-// One CSV row (RFC 4180 quoting: "a ""b"", c"; a quoted field cannot span lines). Nothing when a quote is not
-// closed or text follows a closing quote.
-std::optional<std::vector<CsvField>> parse_csv_row(std::string_view line) {
-  std::vector<CsvField> fields;
-  size_t i = 0;
-  for (;;) {
-    CsvField f;
-    if (i < line.size() && line[i] == '"') {
-      f.quoted = true;
-      ++i;
-      for (;;) {
-        if (i >= line.size()) return std::nullopt;
-        if (line[i] == '"') {
-          if (i + 1 < line.size() && line[i + 1] == '"') {
-            f.text += '"';
-            i += 2;
-            continue;
-          }
-          ++i;
-          break;
-        }
-        f.text += line[i++];
-      }
-      if (i < line.size() && line[i] != ',') return std::nullopt;
-    } else {
-      const size_t comma = line.find(',', i);
-      const size_t end = comma == std::string_view::npos ? line.size() : comma;
-      f.text = std::string(line.substr(i, end - i));
-      i = end;
-    }
-    fields.push_back(std::move(f));
-    if (i >= line.size()) break;
-    ++i;  // the comma
-  }
-  return fields;
+// Capped exponential backoff with full jitter: uniform in [0, min(cap, base * 2^attempt)], so that clients
+// refused together do not come back together.
+double backoff_delay(const RetryPolicy& policy, int attempt, std::mt19937_64& rng) {
+  const double ceiling = std::min(policy.max_backoff_s, policy.backoff_s * std::pow(2.0, std::min(attempt, 30)));
+  return std::uniform_real_distribution<double>(0.0, ceiling)(rng);
 }
 
-// JSON's number grammar: such a CSV field is sent as a number with its text unchanged ("101.50" stays so).
-bool is_json_number(std::string_view s) {
-  size_t i = 0;
-  auto digits = [&] {
-    const size_t start = i;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-    return i > start;
-  };
-  if (i < s.size() && s[i] == '-') ++i;
-  if (i >= s.size()) return false;
-  if (s[i] == '0') {
-    ++i;
-  } else if (!digits()) {
-    return false;
-  }
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    if (!digits()) return false;
-  }
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
-    if (!digits()) return false;
-  }
-  return i == s.size();
+// Retry-After in seconds (delta-seconds only: aoi sends no dates); nothing when absent or unusable.
+std::optional<double> parse_retry_after(const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double seconds = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || *end != '\0' || !(seconds >= 0) || seconds > 86400) return std::nullopt;
+  return seconds;
 }
 
-// {"name": value, ...} as JSON text: unquoted numeric fields as numbers, the rest as strings.
-std::string csv_record(const std::vector<std::string>& header, const std::vector<CsvField>& row) {
-  std::string out = "{";
-  for (size_t k = 0; k < header.size(); ++k) {
-    if (k > 0) out += ',';
-    out += dump(json(header[k]));
-    out += ':';
-    out += !row[k].quoted && is_json_number(row[k].text) ? row[k].text : dump(json(row[k].text));
-  }
-  return out + "}";
+// The refusals that pass with time and say nothing was taken: 429 (overloaded, a quota), 503 (not ready, a
+// restart), 507 (the data directory could not take the records).
+bool retryable_status(int status) { return status == 429 || status == 503 || status == 507; }
+
+// Whether a batch of `size` records whose answer was lost was accepted, from the session's last_seq_pushed
+// before it was sent and after: yes, no, or unknown (another writer pushed meanwhile).
+enum class Settled { kTaken, kNotTaken, kUnknown };
+Settled settle_lost_batch(std::uint64_t before, std::uint64_t seen, std::uint64_t size) {
+  if (seen == before) return Settled::kNotTaken;
+  if (seen == before + size) return Settled::kTaken;
+  return Settled::kUnknown;
 }
 
 // ---- watch ----
@@ -318,7 +282,7 @@ void add_push_options(CLI::App& app, PushOptions& o) {
   app.add_option("-f,--file", o.file, "read the records from this file (default: stdin)")->check(CLI::ExistingFile);
   CLI::Option* csv = app.add_flag("--csv", o.csv,
                                   "CSV input: a header row, then rows sent as JSON object records "
-                                  "(numbers stay numbers; the session needs a template)");
+                                  "(RFC 4180 quoting; values as text)");
   app.add_flag("--ndjson", o.ndjson, "one JSON value (string or object) per line, sent as application/x-ndjson")
       ->excludes(csv);
   app.add_option("--batch", o.batch, "records per request at most")
@@ -327,8 +291,203 @@ void add_push_options(CLI::App& app, PushOptions& o) {
   app.add_option("--flush-ms", o.flush_ms, "a batch goes at the latest this long after its first record")
       ->check(CLI::Range(0, 3600 * 1000))
       ->capture_default_str();
+  app.add_option("--retry-for", o.retry_for_s,
+                 "keep retrying a batch this many seconds (connection errors, 429, 503, 507) before giving up")
+      ->check(CLI::Range(0.0, 30.0 * 24 * 3600))
+      ->capture_default_str();
   add_endpoint_options(app, o.endpoint);
 }
+
+namespace {
+
+// Sends batches in order, each until the server acknowledges it or the retry time runs out. A batch the
+// server acknowledged is never sent again: when an answer is lost, the session's last_seq_pushed tells
+// whether the batch was taken (exact while this is the session's only writer).
+class Pusher {
+ public:
+  Pusher(const PushOptions& o, HttpClient& client)
+      : o_(o), client_(client), rng_(std::random_device{}()), retry_for_(o.retry_for_s) {
+    request_.method = "POST";
+    request_.target = session_path(o.session, "/data");
+    request_.content_type = o.csv      ? "application/json"
+                            : o.ndjson ? "application/x-ndjson"
+                                       : "text/plain; charset=utf-8";
+  }
+
+  // Sends `batch` (each record's text in the body: a line, a JSON object); lines: its first and last input
+  // line. False when it could not be delivered (reported on stderr).
+  bool send(const std::vector<std::string>& batch, std::uint64_t first_line, std::uint64_t last_line) {
+    request_.body.clear();
+    if (o_.csv) request_.body = "{\"records\":[";
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (o_.csv && i > 0) request_.body += ',';
+      request_.body += batch[i];
+      if (!o_.csv) request_.body += '\n';
+    }
+    if (o_.csv) request_.body += "]}";
+    const std::uint64_t n = batch.size();
+    const auto t0 = Clock::now();
+    std::optional<Clock::time_point> failing_since;  // the first failure of this batch
+    for (int attempt = 0;; ++attempt) {
+      std::string why;  // why this attempt failed, when it may be retried
+      std::optional<double> server_wait;
+      bool settle_now = false;  // an answer was just lost: look at the session at once, without a backoff
+      if (!before_) {
+        // Before the first batch, and after a lost answer: where the session's sequence numbers stand.
+        auto seen = last_seq_pushed(why);
+        if (!seen && fatal_) {
+          report_failure(why, n, first_line, last_line, lost_.has_value());
+          return false;
+        }
+        if (seen && lost_) {
+          const std::uint64_t lost_from = *lost_;
+          lost_.reset();
+          switch (settle_lost_batch(lost_from, *seen, n)) {
+            case Settled::kTaken: acknowledged(n, *seen, 0, t0, /*recovered=*/true); return true;
+            case Settled::kNotTaken: break;  // sent again below
+            case Settled::kUnknown:
+              report_failure("the answer to a batch of " + std::to_string(n) +
+                                 " records was lost and the session's last_seq_pushed went from " +
+                                 std::to_string(lost_from) + " to " + std::to_string(*seen) +
+                                 ": another writer pushed meanwhile, so whether the batch was accepted is unknown",
+                             n, first_line, last_line, /*uncertain=*/true);
+              return false;
+          }
+        }
+        if (seen) before_ = *seen;
+      }
+      if (before_) {
+        auto r = client_.send(request_);
+        if (r && r->status == 202) {
+          const json body = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+          const auto number = [&](const char* key) {
+            return body.is_object() && body.contains(key) && body[key].is_number_unsigned()
+                       ? body[key].get<std::uint64_t>()
+                       : std::uint64_t{0};
+          };
+          acknowledged(n, number("last_seq"), number("dropped"), t0, /*recovered=*/false);
+          return true;
+        }
+        if (r && !retryable_status(r->status)) {
+          report_failure(describe_error(*r), n, first_line, last_line, /*uncertain=*/false);
+          return false;
+        }
+        if (r) {
+          why = describe_error(*r);
+          server_wait = parse_retry_after(r->retry_after);
+        } else {
+          why = r.error().message;
+          if (client_.request_went_out()) {
+            // The batch may have been taken: the session's last_seq_pushed will tell (never sent blindly again).
+            lost_ = *before_;
+            before_.reset();
+            settle_now = true;
+          }
+        }
+      }
+      const auto now = Clock::now();
+      if (!failing_since) failing_since = now;
+      const double failing_s = std::chrono::duration<double>(now - *failing_since).count();
+      const double left_s = retry_for_ - failing_s;
+      if (left_s <= 0) {
+        report_failure(why + " (retried for " + format_ms(failing_s * 1000) + " ms; --retry-for " +
+                           format_ms(retry_for_ * 1000) + " ms)",
+                       n, first_line, last_line, /*uncertain=*/lost_.has_value());
+        return false;
+      }
+      double wait_s = backoff_delay(policy_, attempt, rng_);
+      if (server_wait) {
+        // What the server asked for, plus up to 10% (at most a second) so that refused clients spread out.
+        wait_s = *server_wait + std::uniform_real_distribution<double>(0.0, std::min(1.0, 0.1 * *server_wait))(rng_);
+      }
+      // A request read whole may still be on its way in when its answer is lost: a moment before looking, as
+      // the Python client waits.
+      if (settle_now) wait_s = 0.5;
+      wait_s = std::min(wait_s, left_s);
+      ++retries_;
+      warn("push", why + "; " + (settle_now ? "reading the session to tell whether it was taken" : "retrying") +
+                       " in " + format_ms(wait_s * 1000) + " ms (batch of " + std::to_string(n) + " records, lines " +
+                       std::to_string(first_line) + "-" + std::to_string(last_line) + ")");
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    }
+  }
+
+  // "aoi push: 1200 records in 12 batches acknowledged (last seq 4711), 3 retries"
+  void report_sent() const {
+    std::fprintf(stderr, "aoi push: %s: %llu records in %llu batches acknowledged (last seq %s), %llu retries\n",
+                 o_.session.c_str(), static_cast<unsigned long long>(n_records_),
+                 static_cast<unsigned long long>(n_batches_), last_seq_text().c_str(),
+                 static_cast<unsigned long long>(retries_));
+  }
+
+ private:
+  // The session's last_seq_pushed, or nothing with why it could not be read.
+  std::optional<std::uint64_t> last_seq_pushed(std::string& why) {
+    HttpRequest get;
+    get.target = session_path(o_.session);
+    auto r = client_.send(get);
+    if (!r) {
+      why = r.error().message;
+      return std::nullopt;
+    }
+    if (!r->ok()) {
+      why = describe_error(*r);
+      if (!retryable_status(r->status)) fatal_ = true;
+      return std::nullopt;
+    }
+    const json body = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+    if (!body.is_object() || !body.contains("last_seq_pushed") || !body["last_seq_pushed"].is_number_unsigned()) {
+      why = "the session's JSON has no last_seq_pushed";
+      fatal_ = true;
+      return std::nullopt;
+    }
+    return body["last_seq_pushed"].get<std::uint64_t>();
+  }
+
+  void acknowledged(std::uint64_t n, std::uint64_t last_seq, std::uint64_t dropped, Clock::time_point t0,
+                    bool recovered) {
+    n_records_ += n;
+    ++n_batches_;
+    last_seq_ = last_seq;
+    before_ = last_seq;
+    std::fprintf(stderr, "aoi push: %s: %llu accepted, seq %llu-%llu, %llu dropped (%s ms)%s\n", o_.session.c_str(),
+                 static_cast<unsigned long long>(n), static_cast<unsigned long long>(last_seq - n + 1),
+                 static_cast<unsigned long long>(last_seq), static_cast<unsigned long long>(dropped),
+                 format_ms(ms_since(t0)).c_str(),
+                 recovered ? " (its answer was lost; the session's last_seq_pushed shows it taken)" : "");
+  }
+
+  void report_failure(const std::string& why, std::uint64_t n, std::uint64_t first_line, std::uint64_t last_line,
+                      bool uncertain) {
+    fail("push", why);
+    std::fprintf(stderr,
+                 "aoi push: %s: %llu records in %llu batches acknowledged (last seq %s), %llu retries; %s: the "
+                 "batch of %llu records from input lines %llu-%llu and every line after it\n",
+                 o_.session.c_str(), static_cast<unsigned long long>(n_records_),
+                 static_cast<unsigned long long>(n_batches_), last_seq_text().c_str(),
+                 static_cast<unsigned long long>(retries_),
+                 uncertain ? "not confirmed (it may have been taken)" : "not sent", static_cast<unsigned long long>(n),
+                 static_cast<unsigned long long>(first_line), static_cast<unsigned long long>(last_line));
+  }
+
+  std::string last_seq_text() const { return n_batches_ > 0 ? std::to_string(last_seq_) : std::string("-"); }
+
+  const PushOptions& o_;
+  HttpClient& client_;
+  HttpRequest request_;
+  RetryPolicy policy_;
+  std::mt19937_64 rng_;
+  double retry_for_;
+  std::optional<std::uint64_t> before_;  // the session's last_seq_pushed before the batch being sent, once known
+  std::optional<std::uint64_t> lost_;    // a batch whose answer was lost: last_seq_pushed before it
+  bool fatal_ = false;                   // the session cannot be read (404, 401, ...): no retry helps
+  std::uint64_t n_records_ = 0;
+  std::uint64_t n_batches_ = 0;
+  std::uint64_t last_seq_ = 0;
+  std::uint64_t retries_ = 0;
+};
+
+}  // namespace
 
 int run_push(const PushOptions& o) {
   auto client = open_client("push", o.endpoint, milliseconds(60000));
@@ -338,42 +497,25 @@ int run_push(const PushOptions& o) {
     fd = ::open(o.file.c_str(), O_RDONLY);
     if (fd < 0) return fail("push", o.file + ": " + std::strerror(errno));
   }
-  HttpRequest request;
-  request.method = "POST";
-  request.target = session_path(o.session, "/data");
-  request.content_type = o.csv ? "application/json" : o.ndjson ? "application/x-ndjson" : "text/plain; charset=utf-8";
+  std::optional<ingest::RecordDecoder> csv;  // --csv: learns the header from the first line
+  if (o.csv) {
+    ingest::DecoderOptions options;
+    options.format = ingest::MessageFormat::kCsv;
+    csv.emplace(std::move(ingest::RecordDecoder::create(options)).value());
+  }
 
+  Pusher pusher(o, *client);
   LineReader reader(fd);
-  std::optional<std::vector<std::string>> header;  // --csv: the column names
-  std::vector<std::string> batch;                  // each record's text in the body (a line, a JSON object)
-  Clock::time_point deadline;                      // when the batch goes at the latest
+  std::vector<std::string> batch;  // each record's text in the body (a line, a JSON object)
+  Clock::time_point deadline;      // when the batch goes at the latest
   std::uint64_t line_no = 0;
+  std::uint64_t batch_first_line = 0;
+  bool header_seen = false;
 
   auto send = [&]() -> bool {
-    request.body.clear();
-    if (o.csv) request.body = "{\"records\":[";
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (o.csv && i > 0) request.body += ',';
-      request.body += batch[i];
-      if (!o.csv) request.body += '\n';
-    }
-    if (o.csv) request.body += "]}";
-    const auto t0 = Clock::now();
-    auto r = client->send(request);
-    if (!r || !r->ok()) {
-      // An HTTP error refuses the whole batch; a failed connection leaves it unknown.
-      const std::string n = std::to_string(batch.size());
-      fail("push", r ? describe_error(*r) + " (" + n + " records refused)"
-                     : r.error().message + " (" + n + " records not confirmed)");
-      return false;
-    }
-    const json body = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-    std::fprintf(stderr, "aoi push: %s: %s accepted, seq %s-%s, %s dropped (%s ms)\n", o.session.c_str(),
-                 text_at(body, {"accepted"}).c_str(), text_at(body, {"first_seq"}).c_str(),
-                 text_at(body, {"last_seq"}).c_str(), text_at(body, {"dropped"}).c_str(),
-                 format_ms(ms_since(t0)).c_str());
+    const bool ok = pusher.send(batch, batch_first_line, line_no);
     batch.clear();
-    return true;
+    return ok;
   };
 
   for (;;) {
@@ -387,30 +529,24 @@ int run_push(const PushOptions& o) {
     if (got == LineReader::Status::kLine) {
       ++line_no;
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
-      if (o.csv) {
-        auto row = parse_csv_row(line);
-        if (!row) {
-          warn("push", "line " + std::to_string(line_no) + ": unbalanced quotes; skipped");
+      if (csv) {
+        auto decoded = csv->decode(line);
+        if (!decoded) {
+          const std::string what = "line " + std::to_string(line_no) + ": " + decoded.error().message;
+          if (!header_seen) return fail("push", what + " (the header row)");
+          warn("push", what + "; skipped");
           continue;
         }
-        if (!header) {
-          header.emplace();
-          for (auto& f : *row) {
-            if (f.text.empty()) return fail("push", "line " + std::to_string(line_no) + ": a column has no name");
-            header->push_back(std::move(f.text));
-          }
-          continue;
-        }
-        if (row->size() != header->size()) {
-          warn("push", "line " + std::to_string(line_no) + ": " + std::to_string(row->size()) +
-                           " fields, the header has " + std::to_string(header->size()) + "; skipped");
-          continue;
-        }
-        batch.push_back(csv_record(*header, *row));
+        header_seen = true;
+        if (!decoded->has_value()) continue;  // the header row
+        batch.push_back(csv_record(std::get<ingest::Record>(**decoded)));
       } else {
         batch.push_back(std::move(line));
       }
-      if (batch.size() == 1) deadline = Clock::now() + milliseconds(o.flush_ms);
+      if (batch.size() == 1) {
+        deadline = Clock::now() + milliseconds(o.flush_ms);
+        batch_first_line = line_no;
+      }
       if ((static_cast<int>(batch.size()) >= o.batch || Clock::now() >= deadline) && !send()) return 1;
       continue;
     }
@@ -420,6 +556,7 @@ int run_push(const PushOptions& o) {
   }
   if (fd != STDIN_FILENO) ::close(fd);
   if (!reader.error().empty()) return fail("push", "reading the input: " + reader.error());
+  pusher.report_sent();
   return 0;
 }
 

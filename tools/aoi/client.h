@@ -20,11 +20,12 @@ struct Endpoint {
 struct PushOptions {
   Endpoint endpoint;
   std::string session;
-  std::string file;     // default: stdin
-  bool csv = false;     // a header row, then one JSON object record per row
-  bool ndjson = false;  // one JSON value (string or object) per line, sent as application/x-ndjson
-  int batch = 100;      // records per request at most
-  int flush_ms = 200;   // a batch goes this long after its first record at the latest
+  std::string file;          // default: stdin
+  bool csv = false;          // a header row, then one JSON object record per row
+  bool ndjson = false;       // one JSON value (string or object) per line, sent as application/x-ndjson
+  int batch = 100;           // records per request at most
+  int flush_ms = 200;        // a batch goes this long after its first record at the latest
+  double retry_for_s = 300;  // how long a batch is retried (connection errors, 429, 503, 507) before giving up
 };
 void add_push_options(CLI::App& app, PushOptions& o);
 int run_push(const PushOptions& o);

@@ -273,6 +273,7 @@ Error transport_error(const Url& url, const error_code& ec) {
 }  // namespace
 
 Result<HttpResponse> HttpClient::send(const HttpRequest& request) {
+  request_went_out_ = false;
   for (int attempt = 0;; ++attempt) {
     if (connection_ && connection_->peer_closed()) connection_.reset();
     const bool reused = connection_ != nullptr;
@@ -284,6 +285,7 @@ Result<HttpResponse> HttpClient::send(const HttpRequest& request) {
     Connection& c = *connection_;
     c.timeout = timeout_;
     error_code ec;
+    request_went_out_ = true;
     auto req = make_request(request, url_, api_key_, /*keep_alive=*/true);
     http::write(c, req, ec);
     http::response_parser<http::string_body> parser;
@@ -299,6 +301,7 @@ Result<HttpResponse> HttpClient::send(const HttpRequest& request) {
     HttpResponse out;
     out.status = static_cast<int>(res.result_int());
     out.content_type = std::string(res[http::field::content_type]);
+    out.retry_after = std::string(res[http::field::retry_after]);
     out.body = std::move(res.body());
     if (!res.keep_alive()) connection_.reset();
     return out;

@@ -34,7 +34,8 @@ std::string url_encode_segment(std::string_view segment);
 struct HttpResponse {
   int status = 0;
   std::string content_type;
-  std::string body;  // empty for an event stream that was handed over event by event
+  std::string body;         // empty for an event stream that was handed over event by event
+  std::string retry_after;  // the Retry-After header ("" when none)
   bool ok() const { return status >= 200 && status < 300; }
 };
 
@@ -89,6 +90,9 @@ class HttpClient {
   // Sends the request on the kept-alive connection (a new one when there is none or the server has closed it)
   // and reads the whole response. A GET is sent once more when a reused connection turns out to be dead.
   Result<HttpResponse> send(const HttpRequest& request);
+  // Whether the last send() that failed had written (some of) its request on a connection: then the server
+  // may have acted on it although its answer was lost. False when it could not connect.
+  bool request_went_out() const { return request_went_out_; }
 
   // Sends the request on a connection of its own. When the answer is a 2xx text/event-stream, calls on_open,
   // then hands each event to on_event until the server ends the stream (the response is returned) or
@@ -106,6 +110,7 @@ class HttpClient {
   std::string api_key_;
   std::chrono::milliseconds timeout_{0};
   std::unique_ptr<Connection> connection_;  // the kept-alive one, or null
+  bool request_went_out_ = false;
 };
 
 }  // namespace aoi::cli

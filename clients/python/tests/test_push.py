@@ -93,8 +93,8 @@ class PushTest(SessionCleanup):
 
     def test_a_bad_record_names_its_index_in_the_callers_list(self) -> None:
         sid = unique_id("bad")
-        self.client.create_session(sid, **SMALL)  # text records only: an object is refused
-        records = text_records(12) + [{"c": 1}] + text_records(5, 12)
+        self.client.create_session(sid, **SMALL)  # no template: an object without fields is refused
+        records = text_records(12) + [{}] + text_records(5, 12)
         with self.assertRaises(InvalidValueError) as caught:
             self.client.push(sid, records, batch_size=5)
         err = caught.exception

@@ -62,6 +62,13 @@ class Record {
   std::vector<std::pair<std::string, FieldValue>> fields_;
 };
 
+// The text of an object record in a session without a template: its fields in order as "name=value",
+// separated by spaces ("p=101.5 m=true meta.unit=C x=null"). A name or value that is empty or holds a space,
+// a quote, "=", a backslash or a control character is written as a JSON string ("note=\"two words\"").
+// Numbers as render_text writes them; a non-finite double or a NumberText that is not a JSON number is
+// written as its text regardless (this rendering refuses nothing).
+std::string fields_text(const Record& record);
+
 // Where a piece of rendered text lies: [begin, end) in bytes.
 struct TextRange {
   std::size_t begin = 0;

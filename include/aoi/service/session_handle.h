@@ -167,7 +167,8 @@ class SessionHandle {
   void resume(std::uint64_t last_seq, std::vector<LoggedRecord> backlog);
 
   // Checks records and turns them into the tokens they append, once, on the caller's thread: text not empty;
-  // objects only with a template, with every field it names. Errors name the record ("records[3]",
+  // objects rendered by the template, which needs every field it names, or without one read as
+  // ingest::fields_text ("name=value ..."; an object without fields is refused). Errors name the record ("records[3]",
   // "records[3].close"). Any thread (the renderer serves one at a time). Whether a record fits the session's
   // window is the one check left to ingestion, which knows the window.
   Result<PreparedRecords> prepare(std::vector<RecordInput> records);

@@ -254,10 +254,11 @@ TEST(Service, InvalidRecordsAreRefusedAtPushOrRejectedAtIngestion) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().field, "records[1]");
   EXPECT_EQ(svc->handle("a")->counters().records_pushed.load(), 0u);
-  // Objects need a template.
-  auto no_template = svc->push("a", {ingest::Record{{"t", std::string("x")}}});
-  ASSERT_FALSE(no_template.ok());
-  EXPECT_EQ(no_template.error().field, "records[0]");
+  // Without a template an object is read as its name=value text: one without fields has none.
+  auto no_fields = svc->push("a", {ingest::Record{{"t", std::string("x")}}, ingest::Record{}});
+  ASSERT_FALSE(no_fields.ok());
+  EXPECT_EQ(no_fields.error().field, "records[1]");
+  EXPECT_EQ(svc->handle("a")->counters().records_pushed.load(), 0u);
 
   // Longer than the window: only ingestion can tell (it tokenizes); rejected, counted and reported.
   std::string huge;
