@@ -167,6 +167,9 @@ bool truthy(std::string_view v) { return v == "on" || v == "enabled" || v == "tr
 bool falsey(std::string_view v) { return v == "off" || v == "disabled" || v == "false" || v == "0"; }
 
 std::string aoi_env_name(std::string_view long_name) {
+  // AOI_API_KEY is the key the client commands send: a shell that exports a tenant's key for them must not
+  // start servers that take it as an admin key.
+  if (long_name == "api-key") return "AOI_SERVER_API_KEY";
   std::string out = "AOI_";
   for (char c : long_name) out += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;

@@ -189,6 +189,9 @@ TEST_F(ServeArgsTest, EveryLlamaServerVariableTheReadmeNames) {
   EXPECT_EQ(with("LLAMA_ARG_UBATCH", "128").options.ubatch_size, 128);
   EXPECT_EQ(with("LLAMA_ARG_CACHE_TYPE_V", "q8_0").options.cache_type_v, "q8_0");
   EXPECT_EQ(with("LLAMA_ARG_API_KEY_FILE", keys).options.api_keys, (std::vector<std::string>{"kf"}));
+  // The client commands' key is never a server's admin key; the server's own variable is.
+  EXPECT_TRUE(with("AOI_API_KEY", "tenant-key").options.api_keys.empty());
+  EXPECT_EQ(with("AOI_SERVER_API_KEY", "s1,s2").options.api_keys, (std::vector<std::string>{"s1", "s2"}));
   EXPECT_EQ(with("LLAMA_ARG_CHAT_TEMPLATE", "chatml").options.chat_template, "chatml");
   EXPECT_EQ(with("LLAMA_ARG_CHAT_TEMPLATE_FILE", "llama3").options.chat_template, "llama3");
   EXPECT_EQ(with("LLAMA_ARG_THREADS_HTTP", "4").options.io_threads, 4);
