@@ -177,7 +177,7 @@ class Client:
     ) -> Session:
         """Creates a session (``POST /v1/sessions``); every field is optional (the server names the session
         ``s1``, ``s2``, ... without ``id``). ``template`` renders object records (``"{t} C={c}"``); without it
-        the session takes text records. ``extra_fields`` passes fields this client does not know yet."""
+        an object record reads as ``name=value`` text (docs/api.md, Decoding records). ``extra_fields`` passes fields this client does not know yet."""
         spec = api.create_session(
             id,
             system=system,
@@ -275,8 +275,9 @@ class Client:
         retry: Optional[RetryPolicy] = None,
         on_uncertain: Uncertain = "verify",
     ) -> PushResult:
-        """Pushes records (``str`` lines, or mappings of field to str/number for a session with a template)
-        in batches, one request each, in order; ``records`` may be any iterable, an endless one included.
+        """Pushes records (``str`` lines, or JSON-able mappings: nested fields read as ``a.b``, see
+        docs/api.md, Decoding records) in batches, one request each, in order; ``records`` may be any
+        iterable, an endless one included.
 
         Refusals that pass (429, 503) and failed connections are retried per ``retry``, waiting what
         ``Retry-After`` says. A batch the server acknowledged is never sent again. When a batch's answer is
