@@ -29,10 +29,19 @@ else()
 endif()
 
 set(AOI_VERSION_TEXT "aoi ${PROJECT_VERSION}")
+# aoi's own commit, for /metrics' aoi_build_info: known when the source is a git checkout at configure time.
+execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY "${PROJECT_SOURCE_DIR}"
+                OUTPUT_VARIABLE AOI_GIT_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE aoi_git_rc)
+if(NOT aoi_git_rc EQUAL 0 OR "${AOI_GIT_COMMIT}" STREQUAL "")
+  set(AOI_GIT_COMMIT "unknown")
+endif()
+set(AOI_VERSION_NUMBER "${PROJECT_VERSION}")
+set(AOI_LLAMA_BUILD_NUMBER "${aoi_llama_build_number}")
+set(AOI_LLAMA_COMMIT "${aoi_llama_build_commit}")
 set(AOI_LLAMA_TEXT "llama.cpp ${aoi_llama_version}, build ${aoi_llama_build_number}, commit ${aoi_llama_build_commit} (${aoi_llama_pinned})")
 set(AOI_COMPILER_TEXT "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}, ${CMAKE_BUILD_TYPE}, ${CMAKE_SYSTEM_NAME} ${CMAKE_SYSTEM_PROCESSOR}")
 # C string literals: a path may hold a backslash or a quote.
-foreach(var AOI_VERSION_TEXT AOI_LLAMA_TEXT AOI_COMPILER_TEXT)
+foreach(var AOI_VERSION_TEXT AOI_LLAMA_TEXT AOI_COMPILER_TEXT AOI_LLAMA_COMMIT)
   string(REPLACE "\\" "\\\\" ${var} "${${var}}")
   string(REPLACE "\"" "\\\"" ${var} "${${var}}")
 endforeach()

@@ -1,6 +1,18 @@
 #include "aoi/server/metrics.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <vector>
+
+#include "aoi/engine/model.h"
+#include "aoi/version.h"
 
 namespace aoi::server {
 namespace {
@@ -48,6 +60,63 @@ void sample(std::string& out, std::string_view name, std::string_view labels, do
   out += '\n';
 }
 
+void render_histogram(std::string& out, std::string_view name, std::string_view labels,
+                      const service::LatencyHistogram::Snapshot& h) {
+  const std::string sep = labels.empty() ? "" : std::string(labels) + ",";
+  const std::string bucket = std::string(name) + "_bucket";
+  std::uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.bounds.size(); ++i) {
+    cumulative += h.buckets[i];
+    sample(out, bucket, sep + "le=\"" + number(h.bounds[i]) + "\"", static_cast<double>(cumulative));
+  }
+  const std::uint64_t count = cumulative + h.buckets.back();
+  sample(out, bucket, sep + "le=\"+Inf\"", static_cast<double>(count));
+  sample(out, std::string(name) + "_sum", labels, h.sum);
+  sample(out, std::string(name) + "_count", labels, static_cast<double>(count));
+}
+
+// The process' own figures, as Prometheus' client libraries export them (from /proc; absent where it is not).
+void render_process(std::string& out) {
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return;
+  std::istringstream fields(stat.substr(paren + 2));
+  std::vector<std::string> f;  // f[0] is field 3 (state) of proc(5)
+  for (std::string x; fields >> x;) f.push_back(x);
+  if (f.size() < 22) return;
+  const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  const double cpu = (std::stod(f[11]) + std::stod(f[12])) / ticks;  // utime + stime
+  double boot = 0;
+  std::ifstream proc_stat("/proc/stat");
+  for (std::string line; std::getline(proc_stat, line);) {
+    if (line.rfind("btime ", 0) == 0) boot = std::stod(line.substr(6));
+  }
+  header(out, "process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.");
+  sample(out, "process_cpu_seconds_total", "", cpu);
+  header(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  sample(out, "process_resident_memory_bytes", "", std::stod(f[21]) * page);
+  header(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+  sample(out, "process_virtual_memory_bytes", "", std::stod(f[20]));
+  header(out, "process_start_time_seconds", "gauge", "Start time of the process since the Unix epoch, in seconds.");
+  sample(out, "process_start_time_seconds", "", boot + std::stod(f[19]) / ticks);
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    int n = 0;
+    while (const dirent* e = readdir(dir)) {
+      if (e->d_name[0] != '.') ++n;
+    }
+    closedir(dir);
+    header(out, "process_open_fds", "gauge", "Open file descriptors.");
+    sample(out, "process_open_fds", "", n - 1);  // not the one reading the directory
+  }
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+    header(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+    sample(out, "process_max_fds", "", static_cast<double>(lim.rlim_cur));
+  }
+}
+
 }  // namespace
 
 void Histogram::observe(double seconds) {
@@ -92,7 +161,7 @@ void Metrics::observe_completion(std::string_view api, double seconds) {
 }
 
 std::string Metrics::render(const service::ServiceStats& st, const std::vector<service::SessionView>& sessions,
-                            const TenantView& tenants) const {
+                            const TenantView& tenants, std::size_t per_session) const {
   auto tenant_of = [&](const std::string& id) {
     const auto it = tenants.owner.find(id);
     return it == tenants.owner.end() ? std::string() : it->second;
@@ -102,6 +171,15 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
     return "session=\"" + escape_label(id) + "\",tenant=\"" + escape_label(tenant_of(id)) + "\"";
   };
   std::string out;
+  header(out, "aoi_build_info", "gauge",
+         "1, labelled with aoi's version and commit, llama.cpp's build number and commit, and the backend.");
+  sample(out, "aoi_build_info",
+         std::string("version=\"") + escape_label(AOI_VERSION_NUMBER) + "\",commit=\"" + escape_label(AOI_GIT_COMMIT) +
+             "\",llama_build_number=\"" + escape_label(AOI_LLAMA_BUILD_NUMBER) + "\",llama_commit=\"" +
+             escape_label(AOI_LLAMA_COMMIT) + "\",backend=\"" + (engine::gpu_offload_supported() ? "gpu" : "cpu") +
+             "\"",
+         1);
+  render_process(out);
   {
     std::lock_guard lock(mu_);
     header(out, "aoi_http_requests_total", "counter",
@@ -166,7 +244,15 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
     sample(out, "aoi_lanes", std::string("priority=\"") + sched::priority_name(static_cast<sched::Priority>(p)) + "\"",
            st.loop.lanes[static_cast<size_t>(p)]);
   }
-  header(out, "aoi_kv_cells", "gauge", "KV cache cells: in use and in all.");
+  header(out, "aoi_kv_cells_used", "gauge", "KV cache cells in use.");
+  sample(out, "aoi_kv_cells_used", "", st.kv_cells_used);
+  header(out, "aoi_kv_cells_capacity", "gauge", "KV cache cells in all.");
+  sample(out, "aoi_kv_cells_capacity", "", st.kv_cells_total);
+  header(out, "aoi_kv_cache_usage_ratio", "gauge", "KV cache cells in use over cells in all (0 to 1).");
+  sample(out, "aoi_kv_cache_usage_ratio", "",
+         st.kv_cells_total > 0 ? static_cast<double>(st.kv_cells_used) / st.kv_cells_total : 0.0);
+  header(out, "aoi_kv_cells", "gauge",
+         "Deprecated (usage and capacity in one series): aoi_kv_cells_used and aoi_kv_cells_capacity.");
   sample(out, "aoi_kv_cells", "state=\"used\"", st.kv_cells_used);
   sample(out, "aoi_kv_cells", "state=\"total\"", st.kv_cells_total);
   header(out, "aoi_kv_cells_per_sequence", "gauge",
@@ -189,20 +275,80 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
     header(out, "aoi_log_syncs_total", "counter", "fdatasync calls on session logs.");
     sample(out, "aoi_log_syncs_total", "", static_cast<double>(st.log_syncs));
   }
+  // Requests that ran inference, by kind: what vLLM's and llama-server's dashboards read.
+  const auto by_kind = [&](const char* name, const char* type, const char* help, auto&& each) {
+    header(out, name, type, help);
+    for (int k = 0; k < service::kRequestKindCount; ++k) {
+      each(std::string("kind=\"") + service::request_kind_name(static_cast<service::RequestKind>(k)) + "\"",
+           st.requests[static_cast<size_t>(k)]);
+    }
+  };
+  using Kind = service::RequestKindStats;
+  by_kind("aoi_time_to_first_token_seconds", "histogram",
+          "Submission to the first sampled token, by kind (question, completion, flash).",
+          [&](const std::string& l, const Kind& k) {
+            render_histogram(out, "aoi_time_to_first_token_seconds", l, k.time_to_first_token);
+          });
+  by_kind("aoi_inter_token_latency_seconds", "histogram",
+          "Time per generated token after the first: each request's decode time over its tokens - 1, observed once "
+          "per token.",
+          [&](const std::string& l, const Kind& k) {
+            render_histogram(out, "aoi_inter_token_latency_seconds", l, k.inter_token);
+          });
+  by_kind("aoi_e2e_request_latency_seconds", "histogram", "Submission to the complete answer, by kind.",
+          [&](const std::string& l, const Kind& k) {
+            render_histogram(out, "aoi_e2e_request_latency_seconds", l, k.end_to_end);
+          });
+  by_kind("aoi_request_queue_time_seconds", "histogram",
+          "Submission to the first step (a sequence, the session's primary, the data asked for), by kind.",
+          [&](const std::string& l, const Kind& k) {
+            render_histogram(out, "aoi_request_queue_time_seconds", l, k.queue);
+          });
+  by_kind("aoi_prompt_tokens_total", "counter", "Prompt tokens decoded for requests (cached ones not), by kind.",
+          [&](const std::string& l, const Kind& k) {
+            sample(out, "aoi_prompt_tokens_total", l, static_cast<double>(k.prompt_tokens));
+          });
+  by_kind("aoi_generation_tokens_total", "counter", "Answer tokens generated, by kind.",
+          [&](const std::string& l, const Kind& k) {
+            sample(out, "aoi_generation_tokens_total", l, static_cast<double>(k.generated_tokens));
+          });
+  // Flash questions are the sessions' background work, not requests anyone waits on: no gauges.
+  const auto gauge = [&](const char* name, const char* help, int Kind::*field) {
+    header(out, name, "gauge", help);
+    for (const auto kind : {service::RequestKind::kQuestion, service::RequestKind::kCompletion}) {
+      sample(out, name, std::string("kind=\"") + service::request_kind_name(kind) + "\"",
+             st.requests[static_cast<size_t>(kind)].*field);
+    }
+  };
+  gauge("aoi_requests_running", "Questions and completions the inference loop is working on.", &Kind::running);
+  gauge("aoi_requests_waiting",
+        "Questions and completions waiting for their turn (a completion slot, the session's primary, data).",
+        &Kind::waiting);
+
+  // Series of their own for the per_session most active sessions only.
+  std::vector<const service::SessionView*> shown;
+  for (const auto& s : sessions) shown.push_back(&s);
+  const size_t n_shown = std::min(per_session, shown.size());
+  std::partial_sort(shown.begin(), shown.begin() + static_cast<std::ptrdiff_t>(n_shown), shown.end(),
+                    [](const service::SessionView* a, const service::SessionView* b) {
+                      return a->data_version != b->data_version ? a->data_version > b->data_version : a->id < b->id;
+                    });
+  shown.resize(n_shown);
   header(out, "aoi_session_background_seconds", "gauge",
          "Background work per data version (ingestion, scaffold, flash round), by session and kind.");
-  for (const auto& s : sessions) {
+  for (const service::SessionView* sp : shown) {
+    const service::SessionView& s = *sp;
     const std::string id = session_labels(s.id);
     sample(out, "aoi_session_background_seconds", id + ",kind=\"ingest\"", s.ingest_ms / 1000);
     sample(out, "aoi_session_background_seconds", id + ",kind=\"flash\"", s.flash_ms / 1000);
   }
   header(out, "aoi_session_data_interval_seconds", "gauge", "Smoothed time between pushes, by session.");
-  for (const auto& s : sessions) {
-    sample(out, "aoi_session_data_interval_seconds", session_labels(s.id), s.data_interval_ms / 1000);
+  for (const service::SessionView* s : shown) {
+    sample(out, "aoi_session_data_interval_seconds", session_labels(s->id), s->data_interval_ms / 1000);
   }
   header(out, "aoi_session_data_version", "gauge", "Data version, by session.");
-  for (const auto& s : sessions) {
-    sample(out, "aoi_session_data_version", session_labels(s.id), static_cast<double>(s.data_version));
+  for (const service::SessionView* s : shown) {
+    sample(out, "aoi_session_data_version", session_labels(s->id), static_cast<double>(s->data_version));
   }
   // By tenant: what each holds, and what its quotas refused.
   std::map<std::string, std::array<double, 3>> held;  // sessions, cells used, cells of the windows

@@ -47,7 +47,7 @@ net::awaitable<Outcome> metrics(Call& call) {
   res.set(http::field::server, "aoi");
   res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res.keep_alive(call.request.keep_alive());
-  res.body() = call.metrics.render(call.service.stats(), sessions, tenants);
+  res.body() = call.metrics.render(call.service.stats(), sessions, tenants, call.options.metrics_per_session);
   res.prepare_payload();
   co_return Outcome{std::move(res)};
 }

@@ -900,6 +900,7 @@ ServiceStats Service::stats() const {
   st.token_cache = token_cache_.stats();
   st.draft_tokens = state.draft_tokens();
   st.draft_accepted = state.draft_accepted();
+  st.requests = state.requests();
   st.records_pushed = state.gone().pushed.load();
   st.records_dropped = state.gone().dropped.load();
   st.records_rejected = state.gone().rejected.load();

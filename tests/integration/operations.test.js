@@ -79,6 +79,113 @@ test('promtool check metrics accepts /metrics', async () => {
   assert.equal(r.status, 0, `promtool check metrics exited ${r.status} (1: errors, 3: lint problems):\n${r.stdout}${r.stderr}`);
 });
 
+// Samples by name and labels: 'aoi_prompt_tokens_total{kind="question"}' -> value.
+function parseSamples(text) {
+  const out = new Map();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const cut = line.lastIndexOf(' ');
+    out.set(line.slice(0, cut), Number(line.slice(cut + 1)));
+  }
+  return out;
+}
+const metricsNow = async (server) => {
+  const res = await get(server, '/metrics');
+  expectStatus(res, 200);
+  return { text: res.text, samples: parseSamples(res.text) };
+};
+const at = (m, key) => m.samples.get(key) ?? 0;
+
+test('/metrics: latency histograms, token counters and gauges by kind after a question, a streamed completion and a flash round', async () => {
+  const before = await metricsNow(ctx.server);
+  const s = await createSession(ctx.server);
+  // A flash question, evaluated in a round once data is in.
+  expectStatus(await post(ctx.server, `/v1/sessions/${s.id}/flash`, { question: 'What changed?', max_tokens: 4 }), 201);
+  const p = await pushRecords(ctx.server, s.id, textRecords(3));
+  await waitIngested(ctx.server, s.id, p.last_seq);
+  await withTimeout((async () => {
+    for (;;) {
+      const list = await get(ctx.server, `/v1/sessions/${s.id}/flash`);
+      if (list.body?.flash?.[0]?.version != null) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })(), 60_000, 'the flash round');
+  const q = await query(ctx.server, s.id, { question: 'Anything else?', max_tokens: 3 });
+  assert.equal(q.path, 'standard', JSON.stringify(q));
+  // A streamed completion, with its usage in the last chunk.
+  const streamed = await post(ctx.server, '/v1/completions', {
+    model: 'm', prompt: 'metrics stream ' + Date.now(), max_tokens: 3, stream: true, stream_options: { include_usage: true },
+  });
+  expectStatus(streamed, 200);
+  const chunks = streamed.text.split('\n').filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]')
+    .map((l) => JSON.parse(l.slice(6)));
+  const usage = chunks.map((c) => c.usage).filter((u) => u)[0];
+  assert.ok(usage, `a chunk carries the usage: ${streamed.text.slice(0, 2000)}`);
+
+  const after = await metricsNow(ctx.server);
+  const grew = (key) => at(after, key) - at(before, key);
+  for (const kind of ['question', 'completion', 'flash']) {
+    for (const h of ['aoi_time_to_first_token_seconds', 'aoi_e2e_request_latency_seconds', 'aoi_request_queue_time_seconds']) {
+      assert.ok(grew(`${h}_count{kind="${kind}"}`) >= 1, `${h}{kind="${kind}"} observed the ${kind}`);
+      assert.equal(at(after, `${h}_bucket{kind="${kind}",le="+Inf"}`), at(after, `${h}_count{kind="${kind}"}`), h);
+    }
+    assert.ok(grew(`aoi_prompt_tokens_total{kind="${kind}"}`) >= 1, `prompt tokens of the ${kind}`);
+    assert.ok(after.samples.has(`aoi_inter_token_latency_seconds_count{kind="${kind}"}`), 'inter-token series');
+  }
+  // The question and the completion ran alone of their kind: their counters grew by what they reported.
+  assert.equal(grew('aoi_prompt_tokens_total{kind="question"}'), q.tokens.question);
+  assert.equal(grew('aoi_generation_tokens_total{kind="question"}'), q.tokens.answer);
+  assert.equal(grew('aoi_prompt_tokens_total{kind="completion"}'),
+    usage.prompt_tokens - (usage.prompt_tokens_details?.cached_tokens ?? 0));
+  assert.equal(grew('aoi_generation_tokens_total{kind="completion"}'), usage.completion_tokens);
+  // Inter-token gaps: tokens - 1 per request (the end-of-generation token counts when sampled).
+  if (usage.completion_tokens >= 2) {
+    assert.ok(grew('aoi_inter_token_latency_seconds_count{kind="completion"}') >= usage.completion_tokens - 1);
+  }
+  for (const kind of ['question', 'completion']) {
+    assert.equal(at(after, `aoi_requests_running{kind="${kind}"}`), 0, `nothing runs now: ${kind}`);
+    assert.equal(at(after, `aoi_requests_waiting{kind="${kind}"}`), 0, `nothing waits now: ${kind}`);
+  }
+  // KV usage and capacity apart, and their ratio.
+  const used = at(after, 'aoi_kv_cells_used');
+  const capacity = at(after, 'aoi_kv_cells_capacity');
+  const ratio = at(after, 'aoi_kv_cache_usage_ratio');
+  assert.ok(capacity > 0 && used > 0 && used <= capacity, `cells ${used} of ${capacity}`);
+  assert.ok(ratio > 0 && ratio <= 1, `ratio ${ratio}`);
+  assert.ok(Math.abs(ratio - used / capacity) < 1e-9, `ratio ${ratio} is ${used}/${capacity}`);
+  // Build and process.
+  assert.match(after.text, /^aoi_build_info\{version="[^"]+",commit="[^"]+",llama_build_number="[^"]+",llama_commit="[^"]+",backend="(cpu|gpu)"\} 1$/m);
+  for (const n of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds']) {
+    assert.ok(at(after, n) > 0, `${n} = ${after.samples.get(n)}`);
+  }
+  assert.ok(at(after, 'process_start_time_seconds') <= Date.now() / 1000 + 1, 'started in the past');
+  assert.ok(at(after, 'process_cpu_seconds_total') >= at(before, 'process_cpu_seconds_total'), 'CPU time grows');
+  // No session series without --metrics-per-session.
+  assert.doesNotMatch(after.text, /^aoi_session_[a-z_]+\{/m);
+});
+
+test('--metrics-per-session N: series for the N most active sessions only', async () => {
+  const server = await startServer({ args: ['--metrics-per-session', '1'] });
+  try {
+    const quiet = await createSession(server);
+    const busy = await createSession(server);
+    for (const [s, n] of [[quiet, 1], [busy, 3]]) {
+      for (let i = 0; i < n; i++) {
+        const p = await pushRecords(server, s.id, textRecords(1, i));
+        await waitIngested(server, s.id, p.last_seq);
+      }
+    }
+    const m = await metricsNow(server);
+    const ids = [...m.text.matchAll(/^aoi_session_data_version\{session="([^"]+)"/gm)].map((x) => x[1]);
+    assert.deepEqual(ids, [busy.id], m.text.split('\n').filter((l) => l.startsWith('aoi_session_')).join('\n'));
+    assert.equal(new Set([...m.text.matchAll(/^aoi_session_[a-z_]+\{session="([^"]+)"/gm)].map((x) => x[1])).size, 1);
+    const r = spawnSync('/usr/bin/promtool', ['check', 'metrics'], { input: m.text, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 0, `promtool check metrics exited ${r.status}:\n${r.stdout}${r.stderr}`);
+  } finally {
+    await server.stop();
+  }
+});
+
 test('SIGTERM with open streams and sockets stops cleanly (exit status 0)', async () => {
   const server = await startServer();
   try {

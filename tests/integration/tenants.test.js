@@ -33,7 +33,7 @@ const KEYS = [
 ].join('\n');
 fs.writeFileSync(keyFile, KEYS);
 
-const ctx = useServer({ apiKey: ADMIN, args: ['--api-keys', keyFile] });
+const ctx = useServer({ apiKey: ADMIN, args: ['--api-keys', keyFile, '--metrics-per-session', '100'] });
 
 const as = (key) => ({ key });
 

@@ -167,6 +167,7 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   so.request_timeout = std::chrono::seconds(o.request_timeout);
   so.idle_timeout = std::chrono::seconds(o.idle_timeout);
   so.max_connections = static_cast<std::size_t>(o.max_connections);
+  so.metrics_per_session = static_cast<std::size_t>(o.metrics_per_session);
   fit_descriptor_limit(o);
   so.io_threads = o.io_threads;
   so.model_name = o.alias.empty() ? std::filesystem::path(o.model).stem().string() : o.alias;

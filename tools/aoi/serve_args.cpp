@@ -348,6 +348,11 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
                  "limit is raised to fit when the hard limit allows")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--metrics-per-session", o.metrics_per_session,
+                 "sessions that get series of their own in /metrics (data version, background work, push "
+                 "interval), the most active (highest data version) first; 0: none, tenant totals only")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   app.add_option("--pool-slots,--parallel", o.pool_slots,
                  "-np: completion slots, the stateless completions (OpenAI and Anthropic endpoints) decoded at "
                  "once, each on a sequence of its own; sessions have theirs besides (--max-sessions)")

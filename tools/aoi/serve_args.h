@@ -37,6 +37,7 @@ struct ServeOptions {
   int request_timeout = 30;  // seconds to send a whole request
   int idle_timeout = 120;    // seconds a kept-alive connection may wait between requests
   int max_connections = 512;
+  int metrics_per_session = 0;  // sessions with series of their own in /metrics
   int pool_slots = 2;
   int prefix_cache_cells = -1;  // -1: whatever idle completion sequences hold
   std::size_t response_cache = 1024;

@@ -49,8 +49,10 @@ class Metrics {
   void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
   void connection_refused() { refused_connections_.fetch_add(1, std::memory_order_relaxed); }
   std::size_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
+  // per_session: the sessions that get series of their own, the most active first (highest data version);
+  // 0: none (a server with thousands of sessions would otherwise emit thousands of series per scrape).
   std::string render(const service::ServiceStats& stats, const std::vector<service::SessionView>& sessions,
-                     const TenantView& tenants) const;
+                     const TenantView& tenants, std::size_t per_session = 0) const;
 
  private:
   std::atomic<std::size_t> open_connections_{0};

@@ -46,6 +46,8 @@ struct ServerOptions {
   std::vector<std::string> allowed_origins;
   // The dashboard's page and files (GET /, /dashboard/...); off, they answer 404 (the API it reads stays).
   bool webui = true;
+  // Sessions with series of their own in /metrics, the most active first (0: none; per tenant totals stay).
+  std::size_t metrics_per_session = 0;
 };
 
 class Server {

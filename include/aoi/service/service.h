@@ -36,6 +36,7 @@
 #include "aoi/service/answer_stream.h"
 #include "aoi/service/flash_registry.h"
 #include "aoi/service/loop_only.h"
+#include "aoi/service/request_metrics.h"
 #include "aoi/service/session_handle.h"
 #include "aoi/session/session.h"
 #include "aoi/session/session_config.h"
@@ -126,6 +127,7 @@ struct QueryOutcome {
   session::Answer answer;
   std::string path = "standard";  // "flash" | "speculative" | "standard"
   double queue_ms = 0;            // submission to first step (waits included)
+  double first_token_ms = 0;      // submission to the first sampled token (0: answered without inference)
   double total_ms = 0;            // submission to completion
 };
 
@@ -146,7 +148,8 @@ struct GenerateOutcome {
   int prompt_tokens = 0;    // the whole prompt
   int cached_tokens = 0;    // ... of which were not decoded for this request (a cached prefix, or all of it)
   bool from_cache = false;  // answered from the response cache, without inference
-  double queue_ms = 0;
+  double queue_ms = 0;        // submission to a sequence
+  double first_token_ms = 0;  // submission to the first sampled token (0: from the cache)
   double total_ms = 0;
 };
 
@@ -166,6 +169,8 @@ struct ServiceStats {
   cache::LruStats token_cache;
   std::uint64_t draft_tokens = 0;    // draft tokens verified (completions and session questions)
   std::uint64_t draft_accepted = 0;  // ... that were accepted
+  // Requests that ran inference, by RequestKind: latencies, tokens, running and waiting.
+  std::array<RequestKindStats, kRequestKindCount> requests;
   sched::LoopStats loop;
   std::uint64_t records_pushed = 0;
   std::uint64_t records_dropped = 0;

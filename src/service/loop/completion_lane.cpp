@@ -12,7 +12,8 @@ CompletionLane::CompletionLane(InferenceState& state, std::uint64_t tenant, std:
       answer_(std::move(answer)),
       responses_(responses),
       cache_key_(std::move(cache_key)),
-      submitted_(sched::Clock::now()) {}
+      submitted_(sched::Clock::now()),
+      tracker_(state.request_metrics().track(RequestKind::kCompletion)) {}
 
 CompletionLane::~CompletionLane() = default;  // an unfinished lease goes back empty
 
@@ -24,6 +25,7 @@ void CompletionLane::complete(Result<GenerateOutcome> result) {
     lease_.release();
   }
   generation_.reset();
+  tracker_.finish();
   answer_(std::move(result));
 }
 
@@ -45,6 +47,7 @@ sched::Demand CompletionLane::poll(sched::Clock::time_point now) {
     lease_ = std::move(grant->lease);
     cached_ = grant->cached;
     queue_ms_ = std::chrono::duration<double, std::milli>(now - submitted_).count();
+    tracker_.start();
     const auto split = prompt_.begin() + cached_;
     generation_ = std::make_unique<engine::Generation>(
         state_.model(), lease_.seq(), cached_, std::vector<engine::Token>(split, prompt_.end()), request_.generation,
@@ -72,7 +75,17 @@ void CompletionLane::take() {
   outcome.prompt_tokens = static_cast<int>(prompt_.size());
   outcome.cached_tokens = cached_;
   outcome.queue_ms = queue_ms_;
+  // The generation began with the lane's first step and timed its prompt up to the first sample.
+  outcome.first_token_ms = queue_ms_ + outcome.result.prompt_ms;
   outcome.total_ms = std::chrono::duration<double, std::milli>(sched::Clock::now() - submitted_).count();
+  state_.request_metrics().record(RequestKind::kCompletion,
+                                  {.queue_ms = outcome.queue_ms,
+                                   .first_token_ms = outcome.first_token_ms,
+                                   .total_ms = outcome.total_ms,
+                                   .generate_ms = outcome.result.generate_ms,
+                                   .n_sampled = static_cast<int>(outcome.result.top.size()),
+                                   .prompt_tokens = outcome.prompt_tokens - outcome.cached_tokens,
+                                   .generated_tokens = static_cast<int>(outcome.result.tokens.size())});
   state_.count_drafts(outcome.result);
   const bool finished = outcome.result.finish != engine::FinishReason::kNone;
   if (responses_ != nullptr && cache_key_ && finished) responses_->put(*cache_key_, cache::cacheable(outcome.result));

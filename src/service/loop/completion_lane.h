@@ -59,6 +59,7 @@ class CompletionLane : public sched::Lane {
   std::unique_ptr<engine::Generation> generation_;
   sched::Clock::time_point submitted_;
   double queue_ms_ = 0;
+  RequestMetrics::Tracker tracker_;
 };
 
 }  // namespace aoi::service

@@ -107,6 +107,15 @@ void FlashLane::store_answer() {
   rt_->arbiter.release(this);
   const FlashQuery& q = questions_[next_];
   const double eval_ms = ms_since(t_question_);
+  // A flash question's times run from its round's start: the questions before it are its queue.
+  const double queue_ms = std::chrono::duration<double, std::milli>(t_question_ - t_round_).count();
+  state_.request_metrics().record(RequestKind::kFlash, {.queue_ms = queue_ms,
+                                                        .first_token_ms = queue_ms + a.details.prompt_ms,
+                                                        .total_ms = ms_since(t_round_),
+                                                        .generate_ms = a.details.generate_ms,
+                                                        .n_sampled = static_cast<int>(a.details.top.size()),
+                                                        .prompt_tokens = a.n_question_tokens,
+                                                        .generated_tokens = static_cast<int>(a.tokens.size())});
   SessionHandle& h = *rt_->handle;
   h.flash().store(q.fid, FlashAnswer{a.text, a.tokens, a.finish, a.first_gap, version_, eval_ms, a.details.top,
                                      std::move(a.details.first_logits)});

@@ -93,6 +93,8 @@ class InferenceState {
     draft_tokens_.fetch_add(static_cast<std::uint64_t>(r.n_drafted), std::memory_order_relaxed);
     draft_accepted_.fetch_add(static_cast<std::uint64_t>(r.n_accepted), std::memory_order_relaxed);
   }
+  // Latency and token counts of the requests that run inference (any thread reads them through Published).
+  RequestMetrics& request_metrics() { return request_metrics_; }
   // A spare sequence for `lane`'s rebuild, when one is free and every lane that asked before it has one: the
   // spares go in the order they were asked for, so that no session's rebuild waits behind others that poll
   // first in every pass. A lane that asked and no longer needs one (it rebuilds no more, or it ends) says so
@@ -170,6 +172,7 @@ class InferenceState {
     std::uint64_t draft_tokens() const { return state_.draft_tokens_.load(std::memory_order_relaxed); }
     std::uint64_t draft_accepted() const { return state_.draft_accepted_.load(std::memory_order_relaxed); }
     const Gone& gone() const { return state_.gone_; }
+    std::array<RequestKindStats, kRequestKindCount> requests() const { return state_.request_metrics_.snapshot(); }
     std::string kv_layout() const { return state_.kv_layout(); }
 
    private:
@@ -186,6 +189,7 @@ class InferenceState {
   cache::SequencePool pool_;
   kv::SeqIdPool spare_seqs_;
   std::atomic<std::uint64_t> draft_tokens_{0}, draft_accepted_{0};
+  RequestMetrics request_metrics_;
   std::deque<const void*> spare_waiters_;  // lanes waiting for a spare, first come first
   sched::InferenceLoop* loop_ = nullptr;
   Persistence* persistence_;

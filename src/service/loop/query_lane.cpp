@@ -15,7 +15,8 @@ QueryLane::QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, 
       rt_(std::move(rt)),
       request_(std::move(request)),
       answer_(std::move(answer)),
-      submitted_(sched::Clock::now()) {
+      submitted_(sched::Clock::now()),
+      tracker_(state.request_metrics().track(RequestKind::kQuestion)) {
   // Its place in the session's queue, from now (a question asked before an append begins goes first) unless
   // it waits for data: then from when the data is in, so that it never holds up the ingestion it waits for.
   if (!request_.min_seq) rt_->arbiter.want(this, sched::Priority::kInteractive);
@@ -31,6 +32,7 @@ QueryLane::~QueryLane() {
 void QueryLane::complete(Result<QueryOutcome> result) {
   query_.reset();  // Region 2 goes, the primary is free, before the caller hears back
   rt_->arbiter.forget(this);
+  tracker_.finish();
   answer_(std::move(result));
 }
 
@@ -52,6 +54,7 @@ sched::Demand QueryLane::poll(sched::Clock::time_point now) {
     rt_->arbiter.want(this, sched::Priority::kInteractive);
     if (s.primary_busy() || !rt_->arbiter.acquire(this)) return {};
     queue_ms_ = ms_between(submitted_, now);
+    tracker_.start();
     session::QueryParams params{request_.question, request_.generation};
     auto started = s.begin_query(std::move(params), answer_.text());
     if (!started) {
@@ -74,7 +77,17 @@ void QueryLane::take() {
   QueryOutcome outcome;
   outcome.answer = query_->take_answer();
   outcome.queue_ms = queue_ms_;
+  // The generation began with the lane's first step and timed its prompt up to the first sample.
+  outcome.first_token_ms = queue_ms_ + outcome.answer.details.prompt_ms;
   outcome.total_ms = ms_between(submitted_, sched::Clock::now());
+  state_.request_metrics().record(RequestKind::kQuestion,
+                                  {.queue_ms = outcome.queue_ms,
+                                   .first_token_ms = outcome.first_token_ms,
+                                   .total_ms = outcome.total_ms,
+                                   .generate_ms = outcome.answer.details.generate_ms,
+                                   .n_sampled = static_cast<int>(outcome.answer.details.top.size()),
+                                   .prompt_tokens = outcome.answer.n_question_tokens,
+                                   .generated_tokens = static_cast<int>(outcome.answer.tokens.size())});
   rt_->handle->counters().queries.fetch_add(1, std::memory_order_relaxed);
   state_.count_drafts(outcome.answer.details);
   complete(std::move(outcome));

@@ -40,6 +40,7 @@ class QueryLane : public sched::Lane {
   AnswerSink<QueryOutcome> answer_;
   std::unique_ptr<session::SessionQuery> query_;
   sched::Clock::time_point submitted_;
+  RequestMetrics::Tracker tracker_;
   double queue_ms_ = 0;
 };
 
