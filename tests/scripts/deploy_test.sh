@@ -130,6 +130,8 @@ installed=$(grep -oE 'install -y[^&]*' <<<"$runtime" | head -n 1)
 base_packages=" libc6 libgcc-s1 libstdc++6 "
 while read -r lib; do
   [ -e "$lib" ] || continue
+  # The image builds a release binary: a sanitizer build's runtimes (CI's ASan and TSan stages) are not its.
+  case "$(basename "$lib")" in libasan.so* | libubsan.so* | libtsan.so* | liblsan.so*) continue ;; esac
   pkg=$(dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "/usr$lib" 2>/dev/null)
   pkg=${pkg%%:*}
   if [ -z "$pkg" ]; then
