@@ -292,12 +292,13 @@ net::awaitable<Outcome> events(Call& call) {
           error_response(call.request, Error::malformed("Last-Event-ID must be a number", "Last-Event-ID"))};
     }
   }
-  SseWriter sse(call);
-  if (!co_await sse.start()) co_return Outcome{std::nullopt, 200};
+  // Subscribed before the head goes out: a client that pushes once the stream is open (EventSource's onopen)
+  // must see that push's events.
   const auto executor = co_await net::this_coro::executor;
   auto mailbox = std::make_shared<Mailbox<service::Event>>(executor);
   const auto token = h->events().subscribe([mailbox](const service::Event& e) { mailbox->put(e); }, after);
-  bool open = true;
+  SseWriter sse(call);
+  bool open = co_await sse.start();
   while (open) {
     auto items = co_await mailbox->take(call.options.sse_ping);
     if (items.empty()) {

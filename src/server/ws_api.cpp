@@ -141,15 +141,20 @@ net::awaitable<void> serve_websocket(Call& call) {
   auto ws = std::make_shared<Socket>(std::move(call.stream));
   ws->set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   ws->read_message_max(call.options.max_body_bytes);
-  co_await ws->async_accept(call.request, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return;
 
+  // Subscribed before the handshake completes: a client that pushes once the socket is open must see that
+  // push's events (they wait in the mailbox until the writer starts).
   const auto executor = co_await net::this_coro::executor;
   Outbox out{std::make_shared<Mailbox<std::string>>(executor), std::make_shared<std::atomic<bool>>(false)};
   auto frames = out.frames;
   const auto token = handle->events().subscribe([frames](const service::Event& e) {
     frames->put(dump({{"op", "event"}, {"event", event_name(e.body)}, {"id", e.id}, {"data", event_data(e.body)}}));
   });
+  co_await ws->async_accept(call.request, net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    handle->events().unsubscribe(token);
+    co_return;
+  }
   net::co_spawn(executor, write_loop(ws, frames), net::detached);
 
   beast::flat_buffer buffer;
