@@ -59,6 +59,9 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SessionCo
   }
   s->scaffold_ = model.tokenize(cfg.scaffold.value_or(layout.scaffold), false, true);
   s->question_close_ = model.tokenize(cfg.question_suffix.value_or(layout.question_close), false, true);
+  // A session that sets its own question suffix lays out a conversation's earlier turns with it too.
+  s->answer_open_ = model.tokenize(cfg.question_suffix.value_or(layout.answer_open), false, true);
+  s->turn_reopen_ = model.tokenize(layout.turn_reopen, false, true);
   if (cfg.ready && cfg.mode == SessionMode::kStateful) {
     auto tail = s->question_tokens(cfg.ready->question);
     if (!tail) return Error::invalid("ready.question", tail.error().message);
@@ -258,16 +261,29 @@ std::vector<std::uint64_t> Session::record_seqs() const {
   return seqs;
 }
 
-Result<std::vector<Token>> Session::question_tokens(std::string_view question) const {
+Result<std::vector<Token>> Session::question_tokens(std::string_view question, std::span<const Turn> earlier) const {
   if (question.empty() || all_space(question)) return Error::invalid("question", "question is empty");
-  std::vector<Token> tokens = ctx_.model().tokenize(question, false, /*parse_special=*/false);
+  const engine::Model& model = ctx_.model();
+  // Client text never parses as special tokens: the template's markers come only from the layout.
+  auto add_text = [&model](std::vector<Token>& to, std::string_view text) {
+    const std::vector<Token> t = model.tokenize(text, false, /*parse_special=*/false);
+    to.insert(to.end(), t.begin(), t.end());
+  };
+  std::vector<Token> tokens;
+  for (const Turn& turn : earlier) {
+    add_text(tokens, turn.question);
+    tokens.insert(tokens.end(), answer_open_.begin(), answer_open_.end());
+    add_text(tokens, turn.answer);
+    tokens.insert(tokens.end(), turn_reopen_.begin(), turn_reopen_.end());
+  }
+  add_text(tokens, question);
   tokens.insert(tokens.end(), question_close_.begin(), question_close_.end());
   return tokens;
 }
 
 Result<std::unique_ptr<SessionQuery>> Session::begin_query(QueryParams params,
                                                            std::function<void(std::string_view)> on_text) {
-  auto question = question_tokens(params.question);
+  auto question = question_tokens(params.question, params.earlier);
   if (!question) return question.error();
   if (params.generation.max_tokens < 0) return Error::invalid("max_tokens", "must not be negative");
   if (primary_busy_ || !set_up_) return Error::conflict("session " + id() + " is busy");

@@ -57,6 +57,7 @@ Answer SessionQuery::take_answer() {
   a.data_version = version_;
   a.n_question_tokens = n_question_;
   a.n_prompt_tokens = g.n_prompt;
+  a.n_context_tokens = region2_start_;
   a.first_gap = g.top.empty() ? 0.0f : g.top.front().gap();
   a.prompt_ms = g.prompt_ms;
   a.generate_ms = g.generate_ms;

@@ -69,8 +69,16 @@ struct AppendStats {
   double decode_ms = 0;    // from the append's start to its end
 };
 
+// An earlier exchange of a conversation asked of the session (the OpenAI/Anthropic bridge): decoded in Region 2
+// before the question, as the chat template lays out turns, and gone with it.
+struct Turn {
+  std::string question;
+  std::string answer;
+};
+
 struct QueryParams {
   std::string question;
+  std::vector<Turn> earlier;  // oldest first
   engine::GenerationParams generation;
 };
 
@@ -79,7 +87,8 @@ struct Answer {
   std::vector<Token> tokens;
   engine::FinishReason finish = engine::FinishReason::kNone;
   std::uint64_t data_version = 0;
-  int n_question_tokens = 0;  // question + closing, as decoded
+  int n_question_tokens = 0;  // question + closing (and the earlier turns), as decoded
+  int n_context_tokens = 0;   // positions before Region 2 the answer read from the cache (naive: 0, decoded again)
   int n_prompt_tokens = 0;    // everything decoded before the first answer token (naive: the whole context)
   float first_gap = 0;        // top-1 minus top-2 logit of the first answer token
   double prompt_ms = 0;
@@ -199,8 +208,9 @@ class Session {
   // The retained records, oldest first (Region 1 is their tokens in this order).
   const std::deque<TokenizedRecord>& records() const { return records_; }
 
-  // Question tokens as a query decodes them (question + closing).
-  Result<std::vector<Token>> question_tokens(std::string_view question) const;
+  // Question tokens as a query decodes them: each earlier turn as the template lays it out (prompt_layout.h),
+  // then question + closing.
+  Result<std::vector<Token>> question_tokens(std::string_view question, std::span<const Turn> earlier = {}) const;
 
   engine::Context& context() { return ctx_; }
 
@@ -228,6 +238,8 @@ class Session {
   std::vector<Token> region0_;
   std::vector<Token> scaffold_;
   std::vector<Token> question_close_;
+  std::vector<Token> answer_open_;  // an earlier turn's question closing
+  std::vector<Token> turn_reopen_;  // after an earlier turn's answer
   std::vector<Token> ready_tail_;
   bool tail_decoded_ = false;  // the primary holds the ready tail after the scaffold
   std::deque<TokenizedRecord> records_;
