@@ -185,7 +185,9 @@ void Service::recover_sessions() {
 
 std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, const QueryRequest& request) const {
   // Only for greedy requests on data that covers min_seq: the cached answers are greedy, of the newest version.
-  if (request.generation.sampling.temperature > 0 || !request.generation.stop.empty()) return std::nullopt;
+  if (request.generation.sampling.temperature > 0 || !request.generation.stop.empty() || !request.earlier.empty()) {
+    return std::nullopt;
+  }
   if (request.min_seq && h.seq_ingested() < *request.min_seq) return std::nullopt;
   const std::uint64_t version = h.data_version();
   QueryOutcome out;
@@ -196,6 +198,8 @@ std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, 
     out.answer.finish = hit->answer.finish;
     out.answer.data_version = hit->answer.version;
     out.answer.first_gap = hit->answer.logit_gap;
+    out.answer.n_context_tokens = hit->answer.n_context_tokens;
+    out.answer.n_question_tokens = hit->answer.n_question_tokens;
     out.answer.details.tokens = hit->answer.tokens;
     out.answer.details.top = hit->answer.top;
     out.answer.details.first_logits = hit->answer.first_logits;
@@ -215,6 +219,8 @@ std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, 
     out.answer.finish = engine::FinishReason::kStop;
     out.answer.data_version = verdict.version;
     out.answer.first_gap = verdict.gap;
+    out.answer.n_context_tokens = verdict.n_context_tokens;
+    out.answer.n_question_tokens = verdict.n_question_tokens;
     return out;
   }
   return std::nullopt;

@@ -28,6 +28,8 @@ struct FlashAnswer {
   engine::FinishReason finish = engine::FinishReason::kNone;
   float logit_gap = 0;
   std::uint64_t version = 0;        // 0: not evaluated yet
+  int n_context_tokens = 0;         // the session's tokens the answer read (session::Answer's)
+  int n_question_tokens = 0;        // the question's, decoded for the round
   double eval_ms = 0;               // the evaluation round's time per question
   std::vector<engine::Top2> top;    // top-1/top-2 of every sampled token (end of generation included)
   std::vector<float> first_logits;  // [n_vocab] with ServiceParams::flash_first_logits, else empty

@@ -113,6 +113,9 @@ Result<SeqLayout> seq_layout(const ServiceParams& params);
 
 struct QueryRequest {
   std::string question;
+  // Earlier exchanges of a conversation (the OpenAI/Anthropic bridge), decoded before the question and never
+  // kept: such a question is never a flash or speculative hit, which answer the question alone.
+  std::vector<session::Turn> earlier;
   engine::GenerationParams generation;
   // Read-your-writes: answer only once ingestion has covered this record sequence number (which may not have
   // been pushed yet: a push on another connection can race the query).
@@ -145,9 +148,9 @@ struct GenerateRequest {
 
 struct GenerateOutcome {
   engine::GenerationResult result;
-  int prompt_tokens = 0;    // the whole prompt
-  int cached_tokens = 0;    // ... of which were not decoded for this request (a cached prefix, or all of it)
-  bool from_cache = false;  // answered from the response cache, without inference
+  int prompt_tokens = 0;      // the whole prompt
+  int cached_tokens = 0;      // ... of which were not decoded for this request (a cached prefix, or all of it)
+  bool from_cache = false;    // answered from the response cache, without inference
   double queue_ms = 0;        // submission to a sequence
   double first_token_ms = 0;  // submission to the first sampled token (0: from the cache)
   double total_ms = 0;

@@ -123,6 +123,8 @@ struct ReadyVerdict {
   std::uint64_t version = 0;
   engine::Token token = engine::kNoToken;
   float gap = 0;
+  int n_context_tokens = 0;   // positions the ready logits read: Regions 0-1 and the scaffold
+  int n_question_tokens = 0;  // the ready question and its closing, decoded after them
 };
 
 // What the view shows beyond the Session itself, kept while the session is on disk. Loop-side state: written

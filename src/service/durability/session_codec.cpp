@@ -158,6 +158,8 @@ store::SnapshotData encode_session_snapshot(const SnapshotMeta& m, session::Sess
                      {"finish", static_cast<int>(f.answer.finish)},
                      {"logit_gap", f.answer.logit_gap},
                      {"version", f.answer.version},
+                     {"context_tokens", f.answer.n_context_tokens},
+                     {"question_tokens", f.answer.n_question_tokens},
                      {"eval_ms", f.answer.eval_ms}};
     }
     flash.push_back(std::move(q));
@@ -247,6 +249,9 @@ Result<SnapshotMeta> decode_snapshot_meta(const json& j) {
         f.answer.logit_gap = a.at("logit_gap").get<float>();
         f.answer.version = a.at("version").get<std::uint64_t>();
         f.answer.eval_ms = a.at("eval_ms").get<double>();
+        // Absent from snapshots written before they were kept.
+        f.answer.n_context_tokens = a.value("context_tokens", 0);
+        f.answer.n_question_tokens = a.value("question_tokens", 0);
       }
       m.flash.push_back(std::move(f));
     }

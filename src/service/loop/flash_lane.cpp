@@ -117,8 +117,16 @@ void FlashLane::store_answer() {
                                                         .prompt_tokens = a.n_question_tokens,
                                                         .generated_tokens = static_cast<int>(a.tokens.size())});
   SessionHandle& h = *rt_->handle;
-  h.flash().store(q.fid, FlashAnswer{a.text, a.tokens, a.finish, a.first_gap, version_, eval_ms, a.details.top,
-                                     std::move(a.details.first_logits)});
+  h.flash().store(q.fid, FlashAnswer{.text = a.text,
+                                     .tokens = a.tokens,
+                                     .finish = a.finish,
+                                     .logit_gap = a.first_gap,
+                                     .version = version_,
+                                     .n_context_tokens = a.n_context_tokens,
+                                     .n_question_tokens = a.n_question_tokens,
+                                     .eval_ms = eval_ms,
+                                     .top = a.details.top,
+                                     .first_logits = std::move(a.details.first_logits)});
   h.events().publish(FlashReady{.fid = q.fid,
                                 .question = q.question,
                                 .answer = a.text,

@@ -85,7 +85,12 @@ void InferenceState::publish_ready(SessionRuntime& rt) {
   SessionHandle& h = *rt.handle;
   if (h.ready_vocab.empty() || s.ready_logits().empty()) return;
   const engine::Top2 top = engine::top2(s.ready_logits().data(), static_cast<int>(s.ready_logits().size()));
-  h.set_ready({true, s.data_version(), top.token, top.gap()});
+  h.set_ready({.valid = true,
+               .version = s.data_version(),
+               .token = top.token,
+               .gap = top.gap(),
+               .n_context_tokens = s.query_pos(),
+               .n_question_tokens = static_cast<int>(s.ready_tail().size())});
 }
 
 std::optional<kv::SeqLease> InferenceState::take_spare(const void* lane) {

@@ -55,7 +55,7 @@ sched::Demand QueryLane::poll(sched::Clock::time_point now) {
     if (s.primary_busy() || !rt_->arbiter.acquire(this)) return {};
     queue_ms_ = ms_between(submitted_, now);
     tracker_.start();
-    session::QueryParams params{request_.question, request_.generation};
+    session::QueryParams params{request_.question, request_.earlier, request_.generation};
     auto started = s.begin_query(std::move(params), answer_.text());
     if (!started) {
       complete(started.error());

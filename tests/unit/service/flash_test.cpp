@@ -218,7 +218,12 @@ TEST(FlashRegistry, MatchesNormalizedQuestionsAtTheirVersionOnly) {
   ASSERT_TRUE(r.add("Other?", 4).ok());
   EXPECT_EQ(r.add("Third?", 4).error().type, ErrorType::kOverloaded);
   EXPECT_FALSE(r.lookup("Is the trend UP?", 0, 4));  // not evaluated yet
-  r.store(a->fid, FlashAnswer{"UP", {7}, engine::FinishReason::kEndOfGeneration, 3.0f, 5, 1.0});
+  r.store(a->fid, FlashAnswer{.text = "UP",
+                              .tokens = {7},
+                              .finish = engine::FinishReason::kEndOfGeneration,
+                              .logit_gap = 3.0f,
+                              .version = 5,
+                              .eval_ms = 1.0});
   EXPECT_TRUE(r.lookup("is the trend UP?", 5, 4) == std::nullopt);  // case matters
   EXPECT_TRUE(r.lookup("Is the trend UP?", 5, 4));
   EXPECT_TRUE(r.lookup("Is  the trend UP? ", 5, 2));  // ended by itself within 2 tokens
