@@ -1,8 +1,11 @@
-// The stateless endpoints on the same model, in OpenAI's and Anthropic's shapes: /v1/models,
-// /v1/chat/completions, /v1/completions, /v1/messages. Unknown fields are ignored (the SDKs send many).
+// The OpenAI and Anthropic endpoints: /v1/models, /v1/chat/completions, /v1/completions, /v1/messages. On the
+// bare model they are stateless completions; with `model: "session/ID"` the conversation is a question to that
+// session (completion_json.h says how), answered as any session question is, in the same shapes.
 #include <boost/asio/this_coro.hpp>
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <random>
 #include <variant>
 
@@ -41,26 +44,20 @@ const char* anthropic_stop(engine::FinishReason r) {
   }
 }
 
-// Starts a generation whose pieces and outcome go to a stream.
-net::awaitable<Stream<service::GenerateOutcome>> start_stream(service::Service& svc, service::GenerateRequest request) {
-  // The executor is fetched on its own: GCC 12 miscompiles a co_await inside braces that build an object.
-  const auto executor = co_await net::this_coro::executor;
-  auto s = make_stream<service::GenerateOutcome>(executor);
-  request.cancelled = s.cancelled;
-  request.stream = true;
-  svc.generate(std::move(request), s.consumer());
-  co_return s;
-}
+// Runs a request to its end as one outcome, stopping it if the client goes away. submit(consumer) hands the
+// request (its `cancelled` set to the flag given) to the service.
+template <class O>
+using Submit = std::function<void(std::shared_ptr<std::atomic<bool>>, service::AnswerConsumer<O>)>;
 
-net::awaitable<Result<service::GenerateOutcome>> run_plain(Call& call, service::GenerateRequest request) {
-  service::Service& svc = call.service;
-  request.cancelled = std::make_shared<std::atomic<bool>>(false);
+template <class O>
+net::awaitable<Result<O>> run_whole(Call& call, Submit<O> submit) {
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
   std::optional<DisconnectWatch> watch;
-  watch.emplace(call.stream, request.cancelled);
-  auto start = [&svc, request = std::move(request)](auto done) mutable {
-    svc.generate(std::move(request), service::end_only<service::GenerateOutcome>(std::move(done)));
+  watch.emplace(call.stream, cancelled);
+  auto start = [submit = std::move(submit), cancelled](auto done) {
+    submit(cancelled, service::end_only<O>(std::move(done)));
   };
-  auto result = co_await await_callback<Result<service::GenerateOutcome>>(start);
+  auto result = co_await await_callback<Result<O>>(start);
   watch.reset();
   co_return result;
 }
@@ -86,6 +83,7 @@ json chat_template_json(const engine::Model& m) {
   return nullptr;
 }
 
+// The model, then every session the caller may see as "session/ID" (what `model` names to ask it).
 json models_body(const Call& call) {
   const engine::Model& m = call.service.model();
   json model = {{"id", call.options.model_name},
@@ -97,17 +95,58 @@ json models_body(const Call& call) {
                   {"n_params", m.n_params()},
                   {"description", m.description()},
                   {"chat_template", chat_template_json(m)}}}};
-  return {{"object", "list"}, {"data", json::array({model})}};
+  json data = json::array({model});
+  for (const auto& h : call.service.handles()) {
+    if (!may_see(*call.tenant, *h)) continue;
+    const auto view = h->view();
+    data.push_back({{"id", std::string(kSessionModelPrefix) + h->id()},
+                    {"object", "model"},
+                    {"created", static_cast<std::int64_t>(view->created_unix)},
+                    {"owned_by", h->config().owner.empty() ? "aoi" : h->config().owner},
+                    {"meta", {{"session", h->id()}, {"data_version", view->data_version}}}});
+  }
+  return {{"object", "list"}, {"data", std::move(data)}};
+}
+
+// What the OpenAI and Anthropic shapes say of an answer, a completion's or a session's.
+struct Completed {
+  std::string text;
+  engine::FinishReason finish = engine::FinishReason::kNone;
+  std::string stop_string;  // the stop sequence that ended it
+  size_t n_tokens = 0;
+  int prompt_tokens = 0;  // the whole prompt, cached part included
+  int cached_tokens = 0;  // of those, not decoded for this request
+  json session;           // for a session's answer: its id, data version and path; else null
+};
+
+Completed completed(const service::GenerateOutcome& o) {
+  const engine::GenerationResult& r = o.result;
+  return {r.text, r.finish, r.stop_string, r.tokens.size(), o.prompt_tokens, o.cached_tokens, nullptr};
+}
+
+// A session's answer: its own tokens were in the cache; a flash or speculative answer decoded nothing for the
+// request, a standard one its question (a naive session its whole context).
+Completed completed(const service::QueryOutcome& o, const std::string& session_id) {
+  const session::Answer& a = o.answer;
+  const bool decoded = o.path == "standard";
+  const int prompt = a.n_context_tokens + (decoded ? a.n_prompt_tokens : a.n_question_tokens);
+  return {a.text,
+          a.finish,
+          a.details.stop_string,
+          a.tokens.size(),
+          prompt,
+          decoded ? a.n_context_tokens : prompt,
+          {{"id", session_id}, {"data_version", a.data_version}, {"path", o.path}}};
 }
 
 // Prompt tokens that were not decoded for the request (a cached prefix, or the whole answer from the response
 // cache) are reported as OpenAI reports its cached tokens.
-json openai_usage(const service::GenerateOutcome& o) {
-  const auto completion = static_cast<int>(o.result.tokens.size());
-  return {{"prompt_tokens", o.prompt_tokens},
+json openai_usage(const Completed& c) {
+  const auto completion = static_cast<int>(c.n_tokens);
+  return {{"prompt_tokens", c.prompt_tokens},
           {"completion_tokens", completion},
-          {"total_tokens", o.prompt_tokens + completion},
-          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
+          {"total_tokens", c.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", c.cached_tokens}}}};
 }
 
 struct OpenAiShape {
@@ -124,16 +163,16 @@ struct OpenAiShape {
             {"system_fingerprint", "aoi"},
             {"choices", std::move(choices)}};
   }
-  json response(const service::GenerateOutcome& o) const {
-    const engine::GenerationResult& r = o.result;
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(r.finish)}};
+  json response(const Completed& c) const {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(c.finish)}};
     if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
-      choice["text"] = r.text;
+      choice["text"] = c.text;
     }
     json body = envelope(json::array({choice}), false);
-    body["usage"] = openai_usage(o);
+    body["usage"] = openai_usage(c);
+    if (!c.session.is_null()) body["session"] = c.session;
     return body;
   }
   // A streamed piece; role_only: the first chat chunk that announces the assistant.
@@ -146,18 +185,21 @@ struct OpenAiShape {
     }
     return dump(envelope(json::array({choice}), true));
   }
-  std::string last_chunk(engine::FinishReason finish) const {
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(finish)}};
+  // The chunk with the finish reason (and, for a session, the data version the answer read).
+  std::string last_chunk(const Completed& c) const {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(c.finish)}};
     if (chat) {
       choice["delta"] = json::object();
     } else {
       choice["text"] = "";
     }
-    return dump(envelope(json::array({choice}), true));
+    json body = envelope(json::array({choice}), true);
+    if (!c.session.is_null()) body["session"] = c.session;
+    return dump(body);
   }
-  std::string usage_chunk(const service::GenerateOutcome& o) const {
+  std::string usage_chunk(const Completed& c) const {
     json body = envelope(json::array(), true);
-    body["usage"] = openai_usage(o);
+    body["usage"] = openai_usage(c);
     return dump(body);
   }
 };
@@ -166,23 +208,27 @@ struct AnthropicShape {
   std::string id;
   std::string model;
 
-  static json stop_sequence(const engine::GenerationResult& r) {
-    return r.finish == engine::FinishReason::kStop ? json(r.stop_string) : json(nullptr);
+  static json stop_sequence(const Completed& c) {
+    return c.finish == engine::FinishReason::kStop ? json(c.stop_string) : json(nullptr);
   }
-  json response(const service::GenerateOutcome& o) const {
-    const engine::GenerationResult& r = o.result;
-    return {{"id", id},
-            {"type", "message"},
-            {"role", "assistant"},
-            {"model", model},
-            {"content", json::array({{{"type", "text"}, {"text", r.text}}})},
-            {"stop_reason", anthropic_stop(r.finish)},
-            {"stop_sequence", stop_sequence(r)},
-            {"usage",
-             {{"input_tokens", o.prompt_tokens - o.cached_tokens},
-              {"cache_read_input_tokens", o.cached_tokens},
-              {"cache_creation_input_tokens", 0},
-              {"output_tokens", r.tokens.size()}}}};
+  // Anthropic counts input tokens apart from those read from a cache.
+  static json usage(const Completed& c) {
+    return {{"input_tokens", c.prompt_tokens - c.cached_tokens},
+            {"cache_read_input_tokens", c.cached_tokens},
+            {"cache_creation_input_tokens", 0},
+            {"output_tokens", c.n_tokens}};
+  }
+  json response(const Completed& c) const {
+    json body = {{"id", id},
+                 {"type", "message"},
+                 {"role", "assistant"},
+                 {"model", model},
+                 {"content", json::array({{{"type", "text"}, {"text", c.text}}})},
+                 {"stop_reason", anthropic_stop(c.finish)},
+                 {"stop_sequence", stop_sequence(c)},
+                 {"usage", usage(c)}};
+    if (!c.session.is_null()) body["session"] = c.session;
+    return body;
   }
   std::string message_start(size_t n_prompt) const {
     return dump({{"type", "message_start"},
@@ -204,27 +250,37 @@ struct AnthropicShape {
     return dump({{"type", "content_block_delta"}, {"index", 0}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
   }
   static std::string block_stop() { return dump({{"type", "content_block_stop"}, {"index", 0}}); }
-  static std::string message_delta(const engine::GenerationResult& r) {
-    return dump({{"type", "message_delta"},
-                 {"delta", {{"stop_reason", anthropic_stop(r.finish)}, {"stop_sequence", stop_sequence(r)}}},
-                 {"usage", {{"output_tokens", r.tokens.size()}}}});
+  // The whole usage: a session's prompt size is known only once it is answered (message_start says 0).
+  static std::string message_delta(const Completed& c) {
+    json body = {{"type", "message_delta"},
+                 {"delta", {{"stop_reason", anthropic_stop(c.finish)}, {"stop_sequence", stop_sequence(c)}}},
+                 {"usage", usage(c)}};
+    if (!c.session.is_null()) body["session"] = c.session;
+    return dump(body);
   }
   static std::string message_stop() { return dump({{"type", "message_stop"}}); }
 };
 
 // ---- Stream formats ----
 
-class OpenAiFormat : public StreamFormat<service::GenerateOutcome> {
+// How an outcome of type O reads in the shapes.
+template <class O>
+using Summary = std::function<Completed(const O&)>;
+
+template <class O>
+class OpenAiFormat : public StreamFormat<O> {
  public:
-  OpenAiFormat(OpenAiShape shape, bool include_usage) : shape_(std::move(shape)), include_usage_(include_usage) {}
+  OpenAiFormat(OpenAiShape shape, bool include_usage, Summary<O> summary)
+      : shape_(std::move(shape)), include_usage_(include_usage), summary_(std::move(summary)) {}
   std::vector<SseFrame> start() override {
     if (!shape_.chat) return {};
     return {{"", shape_.chunk("", /*role_only=*/true)}};
   }
   std::vector<SseFrame> piece(std::string_view text) override { return {{"", shape_.chunk(text)}}; }
-  std::vector<SseFrame> done(const service::GenerateOutcome& o) override {
-    std::vector<SseFrame> frames = {{"", shape_.last_chunk(o.result.finish)}};
-    if (include_usage_) frames.push_back({"", shape_.usage_chunk(o)});
+  std::vector<SseFrame> done(const O& o) override {
+    const Completed c = summary_(o);
+    std::vector<SseFrame> frames = {{"", shape_.last_chunk(c)}};
+    if (include_usage_) frames.push_back({"", shape_.usage_chunk(c)});
     frames.push_back({"", "[DONE]"});
     return frames;
   }
@@ -233,11 +289,14 @@ class OpenAiFormat : public StreamFormat<service::GenerateOutcome> {
  private:
   OpenAiShape shape_;
   bool include_usage_;
+  Summary<O> summary_;
 };
 
-class AnthropicFormat : public StreamFormat<service::GenerateOutcome> {
+template <class O>
+class AnthropicFormat : public StreamFormat<O> {
  public:
-  AnthropicFormat(AnthropicShape shape, size_t n_prompt) : shape_(std::move(shape)), n_prompt_(n_prompt) {}
+  AnthropicFormat(AnthropicShape shape, size_t n_prompt, Summary<O> summary)
+      : shape_(std::move(shape)), n_prompt_(n_prompt), summary_(std::move(summary)) {}
   std::vector<SseFrame> start() override {
     return {{"message_start", shape_.message_start(n_prompt_)},
             {"content_block_start", AnthropicShape::block_start()},
@@ -246,9 +305,9 @@ class AnthropicFormat : public StreamFormat<service::GenerateOutcome> {
   std::vector<SseFrame> piece(std::string_view text) override {
     return {{"content_block_delta", AnthropicShape::delta(text)}};
   }
-  std::vector<SseFrame> done(const service::GenerateOutcome& o) override {
+  std::vector<SseFrame> done(const O& o) override {
     return {{"content_block_stop", AnthropicShape::block_stop()},
-            {"message_delta", AnthropicShape::message_delta(o.result)},
+            {"message_delta", AnthropicShape::message_delta(summary_(o))},
             {"message_stop", AnthropicShape::message_stop()}};
   }
   std::vector<SseFrame> failed(const Error& e) override { return {{"error", dump(error_body(e))}}; }
@@ -257,7 +316,87 @@ class AnthropicFormat : public StreamFormat<service::GenerateOutcome> {
  private:
   AnthropicShape shape_;
   size_t n_prompt_;
+  Summary<O> summary_;
 };
+
+// ---- Answering: a stateless completion, or a session's question ----
+
+// What an endpoint writes: the whole answer's body, or the stream's format.
+template <class O>
+struct Answering {
+  std::function<json(const Completed&)> whole;
+  std::unique_ptr<StreamFormat<O>> streamed;  // null: not streamed
+};
+
+net::awaitable<Outcome> complete(Call& call, service::GenerateRequest request,
+                                 Answering<service::GenerateOutcome> answering, std::string_view api) {
+  const auto t0 = std::chrono::steady_clock::now();
+  service::Service& svc = call.service;
+  if (!answering.streamed) {
+    // A named std::function: GCC 12 destroys temporaries inside a co_await expression twice.
+    Submit<service::GenerateOutcome> submit = [&svc, request = std::move(request)](auto cancelled,
+                                                                                   auto consumer) mutable {
+      request.cancelled = std::move(cancelled);
+      svc.generate(std::move(request), std::move(consumer));
+    };
+    auto out = co_await run_whole<service::GenerateOutcome>(call, std::move(submit));
+    if (!out) co_return Outcome{error_response(call.request, out.error())};
+    call.metrics.observe_completion(api, since(t0));
+    co_return Outcome{json_response(call.request, http::status::ok, answering.whole(completed(*out)))};
+  }
+  // The executor is fetched on its own: GCC 12 miscompiles a co_await inside braces that build an object.
+  const auto executor = co_await net::this_coro::executor;
+  auto pieces = make_stream<service::GenerateOutcome>(executor);
+  request.cancelled = pieces.cancelled;
+  request.stream = true;
+  svc.generate(std::move(request), pieces.consumer());
+  auto pumped = co_await pump(call, pieces, *answering.streamed);
+  if (pumped.second) call.metrics.observe_completion(api, since(t0));
+  co_return std::move(pumped.first);
+}
+
+net::awaitable<Outcome> ask(Call& call, std::shared_ptr<service::SessionHandle> session, service::QueryRequest request,
+                            Answering<service::QueryOutcome> answering) {
+  const auto t0 = std::chrono::steady_clock::now();
+  service::Service& svc = call.service;
+  if (!answering.streamed) {
+    Submit<service::QueryOutcome> submit = [&svc, session, request = std::move(request)](auto cancelled,
+                                                                                         auto consumer) mutable {
+      request.cancelled = std::move(cancelled);
+      svc.query(session, std::move(request), std::move(consumer));
+    };
+    auto out = co_await run_whole<service::QueryOutcome>(call, std::move(submit));
+    if (!out) co_return Outcome{error_response(call.request, out.error())};
+    call.metrics.observe_query(out->path, since(t0));
+    co_return Outcome{json_response(call.request, http::status::ok, answering.whole(completed(*out, session->id())))};
+  }
+  const auto executor = co_await net::this_coro::executor;
+  auto pieces = make_stream<service::QueryOutcome>(executor);
+  request.cancelled = pieces.cancelled;
+  request.stream = true;
+  svc.query(session, std::move(request), pieces.consumer());
+  auto pumped = co_await pump(call, pieces, *answering.streamed);
+  if (pumped.second) call.metrics.observe_query(pumped.second->path, since(t0));
+  co_return std::move(pumped.first);
+}
+
+// `model: "session/ID"`: the session, when the caller may see it (another tenant's does not exist for it);
+// null for any other model.
+Result<std::shared_ptr<service::SessionHandle>> session_named(const Call& call, const json& body) {
+  const auto id = session_of_model(body);
+  if (!id) return std::shared_ptr<service::SessionHandle>();
+  auto h = call.service.handle(*id);
+  if (h == nullptr || !may_see(*call.tenant, *h)) return Error::not_found("unknown session: " + *id);
+  return h;
+}
+
+// How the session's answers read in the shapes.
+Summary<service::QueryOutcome> session_summary(const std::string& id) {
+  return [id](const service::QueryOutcome& o) { return completed(o, id); };
+}
+Summary<service::GenerateOutcome> completion_summary() {
+  return [](const service::GenerateOutcome& o) { return completed(o); };
+}
 
 // ---- OpenAI ----
 
@@ -266,28 +405,35 @@ net::awaitable<Outcome> models(Call& call) {
 }
 
 net::awaitable<Outcome> openai_completion(Call& call, bool chat) {
-  const auto t0 = std::chrono::steady_clock::now();
   auto parsed = parse_object(call.request.body());
   if (!parsed) co_return Outcome{error_response(call.request, parsed.error())};
   bool stream = false;
   bool include_usage = false;
   auto req = parse_openai(*parsed, chat, stream, include_usage);
   if (!req) co_return Outcome{error_response(call.request, req.error())};
+  auto session = session_named(call, *parsed);
+  if (!session) co_return Outcome{error_response(call.request, session.error())};
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
-  const OpenAiShape shape{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), call.options.model_name};
+  const std::string model = *session ? std::string(kSessionModelPrefix) + (*session)->id() : call.options.model_name;
+  const OpenAiShape shape{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), model};
+  auto whole = [shape](const Completed& c) { return shape.response(c); };
 
-  if (!stream) {
-    auto out = co_await run_plain(call, std::move(req).value());
-    if (!out) co_return Outcome{error_response(call.request, out.error())};
-    call.metrics.observe_completion("openai", since(t0));
-    co_return Outcome{json_response(call.request, http::status::ok, shape.response(*out))};
+  if (*session) {
+    auto question = session_question(std::move(req).value(), /*system_first=*/false);
+    if (!question) co_return Outcome{error_response(call.request, question.error())};
+    Answering<service::QueryOutcome> answering{whole, nullptr};
+    if (stream) {
+      answering.streamed = std::make_unique<OpenAiFormat<service::QueryOutcome>>(shape, include_usage,
+                                                                                 session_summary((*session)->id()));
+    }
+    co_return co_await ask(call, *session, std::move(question).value(), std::move(answering));
   }
-
-  auto pieces = co_await start_stream(call.service, std::move(req).value());
-  OpenAiFormat format(shape, include_usage);
-  auto pumped = co_await pump(call, pieces, format);
-  if (pumped.second) call.metrics.observe_completion("openai", since(t0));
-  co_return std::move(pumped.first);
+  Answering<service::GenerateOutcome> answering{whole, nullptr};
+  if (stream) {
+    answering.streamed =
+        std::make_unique<OpenAiFormat<service::GenerateOutcome>>(shape, include_usage, completion_summary());
+  }
+  co_return co_await complete(call, std::move(req).value(), std::move(answering), "openai");
 }
 
 net::awaitable<Outcome> chat_completions(Call& call) { co_return co_await openai_completion(call, true); }
@@ -296,31 +442,39 @@ net::awaitable<Outcome> completions(Call& call) { co_return co_await openai_comp
 // ---- Anthropic ----
 
 net::awaitable<Outcome> messages(Call& call) {
-  const auto t0 = std::chrono::steady_clock::now();
   auto parsed = parse_object(call.request.body());
   if (!parsed) co_return Outcome{error_response(call.request, parsed.error())};
   bool stream = false;
   auto req = parse_anthropic(*parsed, stream);
   if (!req) co_return Outcome{error_response(call.request, req.error())};
+  auto session = session_named(call, *parsed);
+  if (!session) co_return Outcome{error_response(call.request, session.error())};
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
-  const AnthropicShape shape{random_id("msg_"), call.options.model_name};
+  const std::string model = *session ? std::string(kSessionModelPrefix) + (*session)->id() : call.options.model_name;
+  const AnthropicShape shape{random_id("msg_"), model};
+  auto whole = [shape](const Completed& c) { return shape.response(c); };
 
-  if (!stream) {
-    auto out = co_await run_plain(call, std::move(req).value());
-    if (!out) co_return Outcome{error_response(call.request, out.error())};
-    call.metrics.observe_completion("anthropic", since(t0));
-    co_return Outcome{json_response(call.request, http::status::ok, shape.response(*out))};
+  if (*session) {
+    const bool system_first = !req->messages.empty() && req->messages.front().role == "system";
+    auto question = session_question(std::move(req).value(), system_first);
+    if (!question) co_return Outcome{error_response(call.request, question.error())};
+    Answering<service::QueryOutcome> answering{whole, nullptr};
+    // A session's prompt size is known once it is answered: message_delta carries the usage.
+    if (stream) {
+      answering.streamed =
+          std::make_unique<AnthropicFormat<service::QueryOutcome>>(shape, 0, session_summary((*session)->id()));
+    }
+    co_return co_await ask(call, *session, std::move(question).value(), std::move(answering));
   }
-
-  // The prompt size is known before decoding: message_start carries it.
-  auto prompt = call.service.prompt_tokens(*req);
-  if (!prompt) co_return Outcome{error_response(call.request, prompt.error())};
-  const size_t n_prompt = prompt->size();
-  auto pieces = co_await start_stream(call.service, std::move(req).value());
-  AnthropicFormat format(shape, n_prompt);
-  auto pumped = co_await pump(call, pieces, format);
-  if (pumped.second) call.metrics.observe_completion("anthropic", since(t0));
-  co_return std::move(pumped.first);
+  Answering<service::GenerateOutcome> answering{whole, nullptr};
+  if (stream) {
+    // The prompt size is known before decoding: message_start carries it.
+    auto prompt = call.service.prompt_tokens(*req);
+    if (!prompt) co_return Outcome{error_response(call.request, prompt.error())};
+    answering.streamed =
+        std::make_unique<AnthropicFormat<service::GenerateOutcome>>(shape, prompt->size(), completion_summary());
+  }
+  co_return co_await complete(call, std::move(req).value(), std::move(answering), "anthropic");
 }
 
 }  // namespace

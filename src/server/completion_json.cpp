@@ -132,4 +132,62 @@ Result<service::GenerateRequest> parse_anthropic(const json& body, bool& stream)
   return req;
 }
 
+std::optional<std::string> session_of_model(const json& body) {
+  const auto model = body.find("model");
+  if (model == body.end() || !model->is_string()) return std::nullopt;
+  const auto& name = model->get_ref<const std::string&>();
+  if (name.rfind(kSessionModelPrefix, 0) != 0) return std::nullopt;
+  return name.substr(kSessionModelPrefix.size());
+}
+
+Result<service::QueryRequest> session_question(service::GenerateRequest parsed, bool system_first) {
+  service::QueryRequest q;
+  q.generation = std::move(parsed.generation);
+  if (parsed.prompt) {
+    q.question = std::move(*parsed.prompt);
+    return q;
+  }
+  auto field = [system_first](size_t i) {
+    if (system_first && i == 0) return std::string("system");
+    return "messages[" + std::to_string(system_first ? i - 1 : i) + "]";
+  };
+  auto join = [](std::string& to, const std::string& text) {
+    if (!to.empty() && !text.empty()) to += "\n\n";
+    to += text;
+  };
+  std::string instructions;  // system text waiting for the next user message
+  std::string question;      // user text not answered yet
+  std::string answer;        // assistant text answering `question`
+  bool answered = false;
+  const auto& messages = parsed.messages;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const engine::ChatMessage& m = messages[i];
+    if (m.role == "system") {
+      join(instructions, m.content);
+    } else if (m.role == "user") {
+      if (answered) {
+        q.earlier.push_back({std::move(question), std::move(answer)});
+        question.clear();
+        answer.clear();
+        answered = false;
+      }
+      join(question, instructions);
+      instructions.clear();
+      join(question, m.content);
+    } else {  // assistant
+      if (question.empty()) {
+        return Error::invalid(field(i) + ".role", "an assistant message answers a user message before it");
+      }
+      join(answer, m.content);
+      answered = true;
+    }
+  }
+  if (answered || question.empty()) {
+    return Error::invalid(field(messages.size() - 1) + ".role", "the last message must be the user's question");
+  }
+  if (!instructions.empty()) join(question, instructions);
+  q.question = std::move(question);
+  return q;
+}
+
 }  // namespace aoi::server

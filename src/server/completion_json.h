@@ -5,6 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "aoi/common/error.h"
 #include "aoi/service/service.h"
 
@@ -15,5 +19,18 @@ namespace aoi::server {
 Result<service::GenerateRequest> parse_openai(const nlohmann::json& body, bool chat, bool& stream, bool& include_usage);
 // stream: set from "stream". Errors: invalid_value naming the field.
 Result<service::GenerateRequest> parse_anthropic(const nlohmann::json& body, bool& stream);
+
+// `model: "session/ID"` on these endpoints asks session ID instead of the bare model: the ID, or nullopt for
+// any other model name.
+std::optional<std::string> session_of_model(const nlohmann::json& body);
+inline constexpr std::string_view kSessionModelPrefix = "session/";
+
+// A parsed completion request as a question to a session. The conversation after the session's own system text
+// becomes the question: the last message (a user's) is the question, the user/assistant exchanges before it
+// its earlier turns; a client's system messages are put before the text of the user message that follows them
+// (the session's system text stays its own); consecutive messages of one role are joined by a blank line. A
+// plain prompt (/v1/completions) is the question. system_first: the first message is Anthropic's top-level
+// "system" (not counted in the messages' indices). Errors: invalid_value naming the message.
+Result<service::QueryRequest> session_question(service::GenerateRequest parsed, bool system_first);
 
 }  // namespace aoi::server

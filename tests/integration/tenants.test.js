@@ -92,6 +92,21 @@ test('a tenant sees only its own sessions; another tenant gets 404 on every rout
   const all = (await get(ctx.server, '/v1/sessions', as(ADMIN))).body.sessions;
   assert.deepEqual(all.map((s) => [s.id, s.tenant]).sort(), [[id, 'acme'], [theirs.id, 'beta']].sort());
 
+  // Through the OpenAI and Anthropic endpoints too: another tenant's session is no model of its.
+  const ask = { model: `session/${id}`, max_tokens: 2, messages: [{ role: 'user', content: 'q?' }] };
+  for (const url of ['/v1/chat/completions', '/v1/messages']) {
+    const theirs = await post(ctx.server, url, ask, as(BETA));
+    expectError(theirs, 404, 'not_found');
+    const none = await post(ctx.server, url, { ...ask, model: `session/${unknown}` }, as(BETA));
+    assert.equal(theirs.text.replace(id, unknown), none.text, url);
+    expectStatus(await post(ctx.server, url, ask, as(ACME)), 200);
+  }
+  const models = async (key) => (await get(ctx.server, '/v1/models', as(key))).body.data.map((m) => m.id);
+  assert.ok((await models(ACME)).includes(`session/${id}`));
+  assert.ok(!(await models(BETA)).includes(`session/${id}`));
+  assert.ok((await models(BETA)).includes(`session/${theirs.id}`));
+  assert.ok((await models(ADMIN)).includes(`session/${id}`));
+
   expectStatus(await del(ctx.server, `/v1/sessions/${id}`, as(ACME)), 200);
 });
 

@@ -68,6 +68,46 @@ TEST(RequestBodies, AFieldOfTheWrongTypeInsideAnObjectIsNamedNotThrown) {
   EXPECT_TRUE(include_usage);
 }
 
+// A conversation asked of a session: the exchanges before the last user message are its earlier turns, a
+// client's system text goes before the user text that follows it, and what cannot be a question is named.
+TEST(RequestBodies, AConversationForASessionSplitsIntoTurnsAndAQuestion) {
+  bool stream = false, include_usage = false;
+  auto parse = [&](std::string_view body) {
+    auto req = parse_openai(nlohmann::json::parse(body), true, stream, include_usage);
+    EXPECT_TRUE(req.ok()) << req.error().message;
+    return session_question(std::move(req).value(), false);
+  };
+  auto q = parse(R"({"model":"session/btc","messages":[{"role":"system","content":"Be brief."},
+    {"role":"user","content":"Trend?"},{"role":"assistant","content":"UP."},{"role":"user","content":"Volume?"},
+    {"role":"user","content":"And the close?"}]})");
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  ASSERT_EQ(q->earlier.size(), 1u);
+  EXPECT_EQ(q->earlier[0].question, "Be brief.\n\nTrend?");
+  EXPECT_EQ(q->earlier[0].answer, "UP.");
+  EXPECT_EQ(q->question, "Volume?\n\nAnd the close?");
+
+  auto ends_answered = parse(R"({"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]})");
+  ASSERT_FALSE(ends_answered.ok());
+  EXPECT_EQ(ends_answered.error().field, "messages[1].role");
+  auto answer_first = parse(R"({"messages":[{"role":"assistant","content":"a"},{"role":"user","content":"q"}]})");
+  ASSERT_FALSE(answer_first.ok());
+  EXPECT_EQ(answer_first.error().field, "messages[0].role");
+
+  // Anthropic's top-level system is not one of the messages: the indices are the client's.
+  auto anthropic = parse_anthropic(
+      nlohmann::json::parse(R"({"max_tokens":4,"system":"Be brief.","messages":[{"role":"user","content":"q"},
+        {"role":"assistant","content":"a"}]})"),
+      stream);
+  ASSERT_TRUE(anthropic.ok());
+  auto refused = session_question(std::move(anthropic).value(), true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "messages[1].role");
+
+  EXPECT_EQ(session_of_model(nlohmann::json::parse(R"({"model":"session/a.b"})")), "a.b");
+  EXPECT_FALSE(session_of_model(nlohmann::json::parse(R"({"model":"test-micro"})")));
+  EXPECT_FALSE(session_of_model(nlohmann::json::parse(R"({"model":7})")));
+}
+
 TEST(RequestBodies, AFloatJustPastTheLargestIntegerIsRefusedNotConverted) {
   // 2^63 written as a float passed a bound compared as doubles (INT64_MAX rounds up to 2^63), and converting it
   // to int64 was undefined.
