@@ -51,7 +51,7 @@ Sampler::Sampler(const SamplingParams& params, const Model& model) {
     llama_sampler_chain_add(
         chain_, llama_sampler_init_logit_bias(model.n_vocab(), static_cast<int32_t>(bias.size()), bias.data()));
   }
-  if (params.shapes_logits()) {
+  if (params.penalizes()) {
     llama_sampler_chain_add(chain_,
                             llama_sampler_init_penalties(model.n_vocab(), params.repeat_last_n, params.repeat_penalty,
                                                          params.frequency_penalty, params.presence_penalty));

@@ -42,11 +42,12 @@ struct SamplingParams {
   std::vector<std::pair<Token, float>> logit_bias;  // added to the token's logit before anything else
   std::string grammar;                              // GBNF with a rule "root" (engine/grammar.h); empty: unconstrained
 
-  // True when something besides the temperature changes which token greedy decoding picks.
-  bool shapes_logits() const {
+  // True when the penalties sampler has something to do.
+  bool penalizes() const {
     return repeat_last_n != 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
   }
-  bool constrained() const { return shapes_logits() || !logit_bias.empty() || !grammar.empty(); }
+  // True when something besides the temperature changes which token greedy decoding picks.
+  bool constrained() const { return penalizes() || !logit_bias.empty() || !grammar.empty(); }
 };
 
 // Picks tokens for one generation. Greedy unless temperature > 0; then top-k/top-p/min-p/temperature and a
