@@ -92,7 +92,7 @@ Status refuse_unsupported(Fields& f, bool anthropic) {
   // An empty list asks for nothing (some clients always send one).
   const auto non_empty = [](const json& v) { return !(v.is_array() && v.empty()); };
   const auto any = [](const json&) { return true; };
-  const auto is_true = [](const json& v) { return !(v.is_boolean() && !v.get<bool>()); };
+  const auto not_false = [](const json& v) { return !(v.is_boolean() && !v.get<bool>()); };
   for (const char* key : {"tools", "functions"}) {
     if (Status st = refuse_if(key, non_empty); !st) return st;
   }
@@ -106,9 +106,9 @@ Status refuse_unsupported(Fields& f, bool anthropic) {
     if (Status st = refuse_if(key, forces); !st) return st;
   }
   if (anthropic) return {};
-  if (Status st = refuse_if("logprobs", is_true); !st) return st;
+  if (Status st = refuse_if("logprobs", not_false); !st) return st;
   if (Status st = refuse_if("top_logprobs", any); !st) return st;
-  return refuse_if("parallel_tool_calls", is_true);
+  return refuse_if("parallel_tool_calls", not_false);
 }
 
 }  // namespace
