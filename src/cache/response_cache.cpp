@@ -26,12 +26,26 @@ std::string response_key(std::span<const engine::Token> prompt, const engine::Ge
     key += s;
   }
   const engine::SamplingParams& sp = params.sampling;
+  // What changes greedy answers too: biases, penalties, the grammar.
+  append(key, static_cast<std::uint64_t>(sp.logit_bias.size()));
+  for (const auto& [token, bias] : sp.logit_bias) {
+    append(key, token);
+    append(key, bias);
+  }
+  append(key, sp.repeat_penalty);
+  append(key, sp.repeat_last_n);
+  append(key, sp.presence_penalty);
+  append(key, sp.frequency_penalty);
+  append(key, static_cast<std::uint64_t>(sp.grammar.size()));
+  key += sp.grammar;
+  // What only a sampled answer depends on (greedy ones share an entry whatever these say).
   const bool greedy = sp.temperature <= 0.0f;
   append(key, static_cast<std::uint8_t>(greedy));
   if (!greedy) {
     append(key, sp.temperature);
     append(key, sp.top_p);
     append(key, sp.top_k);
+    append(key, sp.min_p);
     append(key, sp.seed);
   }
   return key;

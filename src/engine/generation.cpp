@@ -87,7 +87,7 @@ Generation::Generation(const Model& model, SeqId seq, Pos pos, std::vector<Token
       pos_(pos),
       params_(std::move(params)),
       on_text_(std::move(on_text)),
-      sampler_(params_.sampling),
+      sampler_(params_.sampling, model),
       text_(params_.stop),
       held_(std::move(history)),
       t_start_(Clock::now()) {

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "json_fields.h"
+#include "sampling_json.h"
 
 namespace aoi::server {
 namespace {
@@ -40,6 +41,15 @@ Result<std::vector<engine::ChatMessage>> chat_messages(const json* messages, boo
     if (!m.contains("role") || !m["role"].is_string()) return Error::invalid(field + ".role", "must be a string");
     std::string role = m["role"].get<std::string>();
     if (role == "developer" && !anthropic) role = "system";
+    if (role == "tool" || role == "function") {
+      return Error::invalid(field + ".role", "\"" + role + "\" messages are not supported (no tool calling)");
+    }
+    for (const char* key : {"tool_calls", "function_call"}) {
+      const auto call = m.find(key);
+      if (call != m.end() && !call->is_null() && !(call->is_array() && call->empty())) {
+        return Error::invalid(field + "." + key, "tool calling is not supported");
+      }
+    }
     const bool allowed = role == "user" || role == "assistant" || (!anthropic && role == "system");
     if (!allowed) return Error::invalid(field + ".role", "unsupported role \"" + role + "\"");
     if (!m.contains("content") || m["content"].is_null()) return Error::invalid(field + ".content", "is required");
@@ -69,7 +79,36 @@ Status read_sampling(Fields& f, service::GenerateRequest& req, bool anthropic) {
   auto stop = f.strings(anthropic ? "stop_sequences" : "stop", 16);
   if (!stop) return stop.error();
   g.stop = *stop;
-  return {};
+  return read_sampling_extras(f, g.sampling);
+}
+
+// Fields that would change what the answer is made of; answering without them would mislead the client.
+Status refuse_unsupported(Fields& f, bool anthropic) {
+  const auto refuse_if = [&](const char* key, auto&& present) -> Status {
+    const nlohmann::json* v = f.raw(key);
+    if (v != nullptr && present(*v)) return Error::invalid(f.path(key), "is not supported");
+    return {};
+  };
+  // An empty list asks for nothing (some clients always send one).
+  const auto non_empty = [](const json& v) { return !(v.is_array() && v.empty()); };
+  const auto any = [](const json&) { return true; };
+  const auto not_false = [](const json& v) { return !(v.is_boolean() && !v.get<bool>()); };
+  for (const char* key : {"tools", "functions"}) {
+    if (Status st = refuse_if(key, non_empty); !st) return st;
+  }
+  for (const char* key : {"tool_choice", "function_call"}) {
+    // With no tools, "none" and "auto" both mean no tool call: what aoi does anyway.
+    // Anthropic writes the choice as {"type": "auto"}.
+    const auto forces = [](const json& v) {
+      const json& choice = v.is_object() && v.contains("type") ? v["type"] : v;
+      return !(choice.is_string() && (choice == "none" || choice == "auto"));
+    };
+    if (Status st = refuse_if(key, forces); !st) return st;
+  }
+  if (anthropic) return {};
+  if (Status st = refuse_if("logprobs", not_false); !st) return st;
+  if (Status st = refuse_if("top_logprobs", any); !st) return st;
+  return refuse_if("parallel_tool_calls", not_false);
 }
 
 }  // namespace
@@ -94,6 +133,10 @@ Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool&
   req.generation.max_tokens = static_cast<int>(max_tokens->value_or(chat ? (1 << 20) : 16));
   if (Status st = read_sampling(f, req, false); !st) return st.error();
   if (auto n = f.integer("n", 1, 1); !n) return Error::invalid("n", "only n = 1 is supported");
+  if (Status st = refuse_unsupported(f, false); !st) return st.error();
+  if (const json* format = f.raw("response_format")) {
+    if (Status st = read_response_format(*format, req.generation.sampling); !st) return st.error();
+  }
   auto streamed = f.boolean("stream");
   if (!streamed) return streamed.error();
   stream = streamed->value_or(false);
@@ -126,6 +169,7 @@ Result<service::GenerateRequest> parse_anthropic(const json& body, bool& stream)
   if (!*max_tokens) return Error::invalid("max_tokens", "is required");
   req.generation.max_tokens = static_cast<int>(**max_tokens);
   if (Status st = read_sampling(f, req, true); !st) return st.error();
+  if (Status st = refuse_unsupported(f, true); !st) return st.error();
   auto streamed = f.boolean("stream");
   if (!streamed) return streamed.error();
   stream = streamed->value_or(false);

@@ -1,6 +1,8 @@
 // The stateless completion endpoints' request bodies to service requests: OpenAI's /v1/chat/completions and
-// /v1/completions, Anthropic's /v1/messages. Unknown fields are ignored (the SDKs send many). Pure functions of
-// the JSON, safe from any thread.
+// /v1/completions, Anthropic's /v1/messages. Fields that ask for what aoi cannot do (tools and function
+// calling, logprobs, n > 1, tool messages) are refused with invalid_value (422) naming them, rather than
+// answered as if absent; other unknown fields are ignored, since the SDKs send many that do not change the
+// answer (user, metadata, store, service_tier, ...). Pure functions of the JSON, safe from any thread.
 #pragma once
 
 #include <nlohmann/json.hpp>

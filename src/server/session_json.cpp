@@ -2,6 +2,7 @@
 
 #include "aoi/engine/model.h"
 #include "json_fields.h"
+#include "sampling_json.h"
 
 namespace aoi::server {
 
@@ -118,6 +119,11 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm
   auto seed = f.integer("seed", 0, UINT32_MAX);
   if (!seed) return seed.error();
   q.generation.sampling.seed = static_cast<std::uint32_t>(seed->value_or(0));
+  if (const json* schema = f.raw("json_schema")) {
+    auto grammar = schema_grammar(*schema, "json_schema");
+    if (!grammar) return grammar.error();
+    q.generation.sampling.grammar = std::move(grammar).value();
+  }
   auto min_seq = f.integer("min_seq", 0, INT64_MAX);
   if (!min_seq) return min_seq.error();
   if (*min_seq && **min_seq > 0) q.min_seq = static_cast<std::uint64_t>(**min_seq);

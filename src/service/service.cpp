@@ -184,8 +184,10 @@ void Service::recover_sessions() {
 }
 
 std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, const QueryRequest& request) const {
-  // Only for greedy requests on data that covers min_seq: the cached answers are greedy, of the newest version.
-  if (request.generation.sampling.temperature > 0 || !request.generation.stop.empty() || !request.earlier.empty()) {
+  // Only for greedy requests on data that covers min_seq: the cached answers are greedy, of the newest version,
+  // unconstrained (no grammar, bias or penalty), and of the question alone (no earlier turns).
+  const engine::SamplingParams& sp = request.generation.sampling;
+  if (sp.temperature > 0 || sp.constrained() || !request.generation.stop.empty() || !request.earlier.empty()) {
     return std::nullopt;
   }
   if (request.min_seq && h.seq_ingested() < *request.min_seq) return std::nullopt;
@@ -594,6 +596,10 @@ void Service::generate(GenerateRequest request, AnswerConsumer<GenerateOutcome> 
   const AnswerSink<GenerateOutcome> answer(std::move(to), request.stream);
   if (params_.pool_slots == 0) return answer(Error::not_ready("stateless completions are disabled (no pool slots)"));
   if (request.generation.max_tokens < 0) return answer(Error::invalid("max_tokens", "must not be negative"));
+  for (const auto& bias : request.generation.sampling.logit_bias) {
+    if (bias.first >= model_->n_vocab())
+      return answer(Error::invalid("logit_bias", "a token id is past the vocabulary"));
+  }
   auto tokens = prompt_tokens(request);
   if (!tokens) return answer(tokens.error());
   // The completion fits its sequence: clamp max_tokens to what is left.
