@@ -26,6 +26,10 @@ class Service;
 class SessionHandle;
 }  // namespace aoi::service
 
+namespace aoi::sources {
+class SourceManager;
+}
+
 namespace aoi::server {
 
 namespace net = boost::asio;
@@ -51,6 +55,7 @@ struct Call {
   // handler runs (never null there). Handlers act on it, never on the id again: a session deleted meanwhile
   // answers 404, and one that took its id since (perhaps another tenant's) is never touched.
   std::shared_ptr<service::SessionHandle> session;
+  sources::SourceManager* sources = nullptr;  // the source sessions' consumers; null when none run
 };
 
 // 429 naming the quota, with Retry-After.

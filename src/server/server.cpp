@@ -188,6 +188,7 @@ struct Server::Impl {
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<service::Service*> service{nullptr};
+  std::atomic<sources::SourceManager*> sources{nullptr};
   std::vector<Route> routes;
   Metrics metrics;
   std::atomic<bool> stopped{false};
@@ -343,7 +344,8 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   // A public route without a key: a caller that owns nothing and may see nothing.
   if (tenant == nullptr) tenant = std::make_shared<const Tenant>(Tenant{"(public)", false, {}});
   Call call{options,           *svc,  metrics,           req,    stream,
-            std::move(params), query, std::move(tenant), quotas, std::move(session)};
+            std::move(params), query, std::move(tenant), quotas, std::move(session),
+            sources.load()};
   co_return co_await found->handler(call);
 }
 
@@ -482,7 +484,10 @@ Status Server::reload_keys() {
   return {};
 }
 
-void Server::set_service(service::Service* service) { impl_->service = service; }
+void Server::set_service(service::Service* service, sources::SourceManager* sources) {
+  impl_->sources = sources;  // before the service: a request that sees the service sees its sources
+  impl_->service = service;
+}
 
 std::uint16_t Server::port() const {
   boost::system::error_code ec;

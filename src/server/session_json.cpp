@@ -1,6 +1,7 @@
 #include "session_json.h"
 
 #include "aoi/engine/model.h"
+#include "aoi/sources/source_url.h"
 #include "json_fields.h"
 #include "sampling_json.h"
 
@@ -90,6 +91,40 @@ Result<session::SessionConfig> parse_session_config(const nlohmann::json& body) 
     if (Status st = r.no_unknown_fields(); !st) return st.error();
     c.ready = std::move(q);
   }
+  auto source = f.object("source");
+  if (!source) return source.error();
+  if (*source) {
+    Fields r(**source, "source");
+    session::SourceConfig sc;
+    auto url = r.string("url");
+    if (!url) return url.error();
+    if (!*url) return Error::invalid("source.url", "a source needs its url (redis://HOST:PORT/STREAM-KEY)");
+    sc.url = **url;
+    if (auto parsed = sources::parse_source_url(sc.url); !parsed) return parsed.error();
+    auto format = r.string("format");
+    if (!format) return format.error();
+    if (*format) sc.format = **format;
+    auto header = r.strings("csv_header", 4096);
+    if (!header) return header.error();
+    sc.csv_header = *header;
+    auto fields = r.string("fields");
+    if (!fields) return fields.error();
+    if (*fields) sc.fields = **fields;
+    auto overflow = r.string("overflow");
+    if (!overflow) return overflow.error();
+    if (*overflow) {
+      if (**overflow == "lag") {
+        sc.overflow = session::Overflow::kLag;
+      } else if (**overflow == "drop_oldest") {
+        sc.overflow = session::Overflow::kDropOldest;
+      } else {
+        return Error::invalid("source.overflow", "must be \"lag\" or \"drop_oldest\"");
+      }
+    }
+    if (auto options = sources::decoder_options(sc); !options) return options.error();
+    if (Status st = r.no_unknown_fields(); !st) return st.error();
+    c.source = std::move(sc);
+  }
   if (Status st = f.no_unknown_fields(); !st) return st.error();
   return c;
 }
@@ -140,7 +175,33 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm
   return q;
 }
 
-json session_json(const service::SessionView& s, const service::SessionHandle& h) {
+namespace {
+
+// A source session's source: its configuration, and its consumer's state when it runs.
+json source_json(const session::SourceConfig& config, const service::SessionHandle& h,
+                 const std::optional<sources::SourceStatus>& status) {
+  json out = {{"url", config.url},
+              {"format", config.format},
+              {"overflow", session::overflow_name(config.overflow)},
+              {"position", h.source_position()}};
+  if (!config.fields.empty()) out["fields"] = config.fields;
+  if (!config.csv_header.empty()) out["csv_header"] = config.csv_header;
+  out["connected"] = status && status->connected;
+  if (status) {
+    out["messages"] = status->messages;
+    out["rejected"] = status->rejected;
+    out["reconnects"] = status->reconnects;
+    out["lag_seconds"] = status->lag_seconds;
+    out["waiting_for_room"] = status->waiting_for_room;
+    out["error"] = status->error.empty() ? json(nullptr) : json(status->error);
+  }
+  return out;
+}
+
+}  // namespace
+
+json session_json(const service::SessionView& s, const service::SessionHandle& h,
+                  const sources::SourceManager* sources) {
   const service::SessionCounters& c = h.counters();
   json flash = json::array();
   for (const auto& f : h.flash().list()) flash.push_back(flash_json(f));
@@ -183,6 +244,9 @@ json session_json(const service::SessionView& s, const service::SessionHandle& h
         {"flash_rounds", s.flash_rounds}}},
   };
   if (!s.damage.empty()) out["damage"] = s.damage;
+  if (const auto& source = h.config().source) {
+    out["source"] = source_json(*source, h, sources != nullptr ? sources->status(h) : std::nullopt);
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "aoi/common/error.h"
 #include "aoi/service/service.h"
+#include "aoi/sources/source_manager.h"
 
 namespace aoi::server {
 
@@ -18,7 +19,9 @@ struct AnswerForm {
 // form: set from the "details" field. Unknown fields are refused.
 Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm& form);
 
-nlohmann::json session_json(const service::SessionView& snapshot, const service::SessionHandle& handle);
+// sources: the consumers of source sessions, for their state (null: none run, e.g. in a tool).
+nlohmann::json session_json(const service::SessionView& snapshot, const service::SessionHandle& handle,
+                            const sources::SourceManager* sources);
 nlohmann::json push_json(const service::PushResult& pushed);
 nlohmann::json flash_json(const service::FlashQuery& query);
 nlohmann::json prompt_json(const service::Service::Prompt& prompt, const engine::Model& model);

@@ -5,10 +5,13 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <thread>
 #include <variant>
 
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
+#include "aoi/sources/source_manager.h"
+#include "aoi/sources/source_url.h"
 #include "aoi/store/snapshot_file.h"
 #include "async.h"
 #include "event_json.h"
@@ -93,7 +96,7 @@ net::awaitable<Outcome> created_response(Call& call, const std::shared_ptr<servi
   if (auto refused = co_await check_cells(call, created, view)) {
     co_return Outcome{quota_response(call.request, *refused)};
   }
-  co_return Outcome{json_response(call.request, http::status::created, session_json(view, *created))};
+  co_return Outcome{json_response(call.request, http::status::created, session_json(view, *created, call.sources))};
 }
 
 bool is_snapshot_upload(const Request& req) {
@@ -179,6 +182,17 @@ net::awaitable<Outcome> create_session(Call& call) {
   if (is_snapshot_upload(call.request)) co_return co_await import_session(call);
   AOI_TRY(body, parse_object(call.request.body()));
   AOI_TRY(config, parse_session_config(body));
+  if (config.source) {
+    // A source that cannot be reached now is refused now (naming it), not retried in the background.
+    if (call.sources == nullptr) {
+      co_return Outcome{error_response(call.request, Error::invalid("source", "this server runs no sources"))};
+    }
+    auto check = [url = sources::parse_source_url(config.source->url).value()](auto done) {
+      std::thread([url, done]() mutable { done(sources::check_source(url)); }).detach();
+    };
+    auto reached = co_await await_callback<Status>(check);
+    if (!reached) co_return Outcome{error_response(call.request, reached.error())};
+  }
   QuotaGate::CreateTicket ticket;
   if (auto refused = admit_session(call, ticket)) co_return Outcome{quota_response(call.request, *refused)};
   config.owner = call.tenant->admin ? "" : call.tenant->name;
@@ -186,20 +200,21 @@ net::awaitable<Outcome> create_session(Call& call) {
   auto start = [&svc, config = std::move(config)](auto done) mutable { svc.create_session(std::move(config), done); };
   auto created = co_await await_callback<Service::Created>(start);
   if (!created) co_return Outcome{error_response(call.request, created.error())};
+  if (call.sources != nullptr && (*created)->config().source) call.sources->poke();
   co_return co_await created_response(call, *created);
 }
 
 net::awaitable<Outcome> list_sessions(Call& call) {
   json list = json::array();
   for (const auto& h : call.service.handles()) {
-    if (may_see(*call.tenant, *h)) list.push_back(session_json(*h->view(), *h));
+    if (may_see(*call.tenant, *h)) list.push_back(session_json(*h->view(), *h, call.sources));
   }
   co_return Outcome{json_response(call.request, http::status::ok, {{"sessions", list}})};
 }
 
 net::awaitable<Outcome> get_session(Call& call) {
   const service::SessionHandle& h = *call.session;
-  co_return Outcome{json_response(call.request, http::status::ok, session_json(*h.view(), h))};
+  co_return Outcome{json_response(call.request, http::status::ok, session_json(*h.view(), h, call.sources))};
 }
 
 net::awaitable<Outcome> delete_session(Call& call) {

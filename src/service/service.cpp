@@ -168,7 +168,7 @@ void Service::recover_sessions() {
     } else {
       ViewPublisher::publish(h);
     }
-    h.resume(r.last_seq, std::move(r.tail));
+    h.resume(r.last_seq, std::move(r.tail), std::move(r.source_position));
     ViewPublisher::move(h, r.damage.empty() ? Residency::kOnDisk : Residency::kDamaged);
     if (!r.damage.empty()) spdlog::error("session {}: damaged: {}", r.config.id, r.damage);
     std::lock_guard lock(registry_mu_);
@@ -450,13 +450,14 @@ std::vector<SessionView> Service::sessions() const {
   return out;
 }
 
-Result<PushResult> Service::push(const SessionRef& h, std::vector<RecordInput> records) {
+Result<PushResult> Service::push(const SessionRef& h, std::vector<RecordInput> records,
+                                 std::vector<std::string> positions) {
   if (h->residency() == Residency::kDamaged) {
     return Error::damaged("session " + h->id() + " is damaged: " + h->view()->damage);
   }
   auto prepared = h->prepare(std::move(records));
   if (!prepared) return prepared.error();
-  auto result = h->push(std::move(prepared).value());
+  auto result = h->push(std::move(prepared).value(), std::move(positions));
   if (!result || result->accepted == 0) return result;
   h->touch();
   // A session on disk comes back for its records (the push does not wait for it). Paired with the fence in
@@ -812,7 +813,7 @@ void Service::import_session(store::SnapshotData snapshot, std::string id, std::
   } else {
     h.events().persist_ids(meta->last_event_id, {});
   }
-  h.resume(meta->consumed_seq, {});
+  h.resume(meta->consumed_seq, {}, meta->source_position);
   start_session(std::move(handle).value(), std::move(snapshot), std::move(done));
 }
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "aoi/common/check.h"
 #include "aoi/store/log_syncer.h"
 #include "durability/persistence.h"
 #include "durability/session_codec.h"
@@ -41,9 +42,10 @@ void SessionHandle::attach_files(std::shared_ptr<SessionFiles> files, store::Log
   }
 }
 
-void SessionHandle::resume(std::uint64_t last_seq, std::vector<LoggedRecord> backlog) {
+void SessionHandle::resume(std::uint64_t last_seq, std::vector<LoggedRecord> backlog, std::string source_position) {
   std::lock_guard lock(producer_mu_);
   next_seq_ = last_seq + 1;
+  source_position_ = std::move(source_position);
   last_pushed_.store(last_seq, std::memory_order_release);
   if (!backlog.empty()) replay_until.store(backlog.back().seq);
   backlog_.clear();
@@ -102,10 +104,21 @@ Result<PreparedRecords> SessionHandle::prepare(std::vector<RecordInput> records)
   return out;
 }
 
-Result<PushResult> SessionHandle::push(PreparedRecords prepared) {
+std::string SessionHandle::source_position() const {
+  std::lock_guard lock(producer_mu_);
+  return source_position_;
+}
+
+size_t SessionHandle::room() const {
+  const size_t waiting = ring_.size();
+  return waiting >= ring_.capacity() ? 0 : ring_.capacity() - waiting;
+}
+
+Result<PushResult> SessionHandle::push(PreparedRecords prepared, std::vector<std::string> positions) {
   PushResult result;
   std::vector<RecordInput>& records = prepared.records_;
   if (records.empty()) return result;
+  AOI_CHECK(positions.empty() || positions.size() == records.size(), "a position for every record");
   std::uint64_t logged_to = 0;
   {
     std::lock_guard lock(producer_mu_);
@@ -116,7 +129,7 @@ Result<PushResult> SessionHandle::push(PreparedRecords prepared) {
       std::vector<store::LogEntry> entries(records.size());
       for (size_t i = 0; i < records.size(); ++i) {
         entries[i].seq = entries[i].last_seq = next_seq_ + i;
-        entries[i].data = encode_record(records[i]);
+        entries[i].data = encode_record(records[i], positions.empty() ? std::string_view() : positions[i]);
       }
       if (Status st = files_->log()->append(entries); !st) return st.error();
       logged_to = files_->log()->appended();
@@ -141,6 +154,7 @@ Result<PushResult> SessionHandle::push(PreparedRecords prepared) {
     }
     result.accepted = records.size();
     result.last_seq = next_seq_ - 1;
+    if (!positions.empty()) source_position_ = std::move(positions.back());
     last_pushed_.store(result.last_seq, std::memory_order_release);
     counters_.records_pushed.fetch_add(result.accepted, std::memory_order_relaxed);
     counters_.records_dropped.fetch_add(result.dropped, std::memory_order_relaxed);

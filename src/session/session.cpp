@@ -26,6 +26,8 @@ const char* eviction_policy_name(EvictionPolicy policy) {
   return policy == EvictionPolicy::kShift ? "shift" : "recompute";
 }
 
+const char* overflow_name(Overflow overflow) { return overflow == Overflow::kLag ? "lag" : "drop_oldest"; }
+
 Session::Session(engine::Context& ctx, SessionConfig config, kv::SeqLease primary, kv::CellLedger& cells)
     : ctx_(ctx), ledger_(cells), config_(std::move(config)), primary_(std::move(primary)), cells_(cells) {}
 

@@ -708,6 +708,14 @@ int run_watch(const WatchOptions& o) {
 
 void add_sessions_options(CLI::App& app, SessionsOptions& o) { add_endpoint_options(app, o.endpoint); }
 
+// A source session's source, as one column: its URL and whether it is connected ("-" for none).
+std::string source_cell(const json& s) {
+  const auto it = s.find("source");
+  if (it == s.end() || !it->is_object()) return "-";
+  const bool connected = it->value("connected", false);
+  return text_at(*it, {"url"}) + (connected ? "" : " (not connected)");
+}
+
 int run_sessions(const SessionsOptions& o) {
   auto client = open_client("sessions", o.endpoint, milliseconds(60000));
   if (!client) return 1;
@@ -719,12 +727,12 @@ int run_sessions(const SessionsOptions& o) {
     return fail("sessions", "unexpected answer: " + r->body.substr(0, 200));
   }
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "MODE", "VERSION", "RECORDS", "DATA TOKENS", "PENDING", "DROPPED", "KV CELLS"}};
+      {"ID", "MODE", "VERSION", "RECORDS", "DATA TOKENS", "PENDING", "DROPPED", "KV CELLS", "SOURCE"}};
   for (const auto& s : body["sessions"]) {
     rows.push_back({text_at(s, {"id"}), text_at(s, {"mode"}), text_at(s, {"data_version"}),
                     text_at(s, {"regions", "records"}), text_at(s, {"regions", "data_tokens"}), text_at(s, {"pending"}),
                     text_at(s, {"records", "dropped"}),
-                    text_at(s, {"kv", "cells_used"}) + "/" + text_at(s, {"kv", "cells_reserved"})});
+                    text_at(s, {"kv", "cells_used"}) + "/" + text_at(s, {"kv", "cells_reserved"}), source_cell(s)});
   }
   if (rows.size() == 1) {
     std::printf("no sessions\n");
@@ -739,7 +747,8 @@ int run_sessions(const SessionsOptions& o) {
     for (size_t c = 0; c < row.size(); ++c) {
       const std::string pad(width[c] - row[c].size(), ' ');
       if (c > 0) line += "  ";
-      line += c < 2 ? row[c] + (c + 1 < row.size() ? pad : "") : pad + row[c];  // text left, numbers right
+      const bool text = c < 2 || c + 1 == row.size();  // text left, numbers right
+      line += text ? row[c] + (c + 1 < row.size() ? pad : "") : pad + row[c];
     }
     std::printf("%s\n", line.c_str());
   }
@@ -756,6 +765,11 @@ void add_create_options(CLI::App& app, CreateOptions& o) {
   app.add_option("--max-records", o.max_records, "retention window: records at most")->check(CLI::PositiveNumber);
   app.add_option("--eviction", o.eviction, "eviction policy")->check(CLI::IsMember({"recompute", "shift"}));
   app.add_option("--flash", o.flash, "register a flash question (repeatable)")->allow_extra_args(false);
+  app.add_option("--source", o.source, "consume a broker: redis://HOST:PORT/STREAM-KEY (docs/api.md, Sources)");
+  app.add_option("--source-format", o.source_format, "how the source's messages read")
+      ->check(CLI::IsMember({"json", "csv", "text"}));
+  app.add_option("--source-overflow", o.source_overflow, "a full queue: lag (default) or drop_oldest")
+      ->check(CLI::IsMember({"lag", "drop_oldest"}));
   add_endpoint_options(app, o.endpoint);
 }
 
@@ -770,6 +784,11 @@ int run_create(const CreateOptions& o) {
   if (o.max_records > 0) retention["max_records"] = o.max_records;
   if (!o.eviction.empty()) retention["eviction"] = o.eviction;
   if (!retention.empty()) body["retention"] = retention;
+  if (!o.source.empty()) {
+    body["source"] = {{"url", o.source}};
+    if (!o.source_format.empty()) body["source"]["format"] = o.source_format;
+    if (!o.source_overflow.empty()) body["source"]["overflow"] = o.source_overflow;
+  }
   auto r = client->send(post_json("/v1/sessions", body));
   if (!r) return fail("create", r.error().message);
   if (!r->ok()) return fail("create", describe_error(*r));

@@ -65,6 +65,9 @@ struct CreateOptions {
   int max_records = 0;  // 0: no limit
   std::string eviction;
   std::vector<std::string> flash;  // flash questions to register
+  std::string source;              // a broker URL the session consumes (empty: none)
+  std::string source_format;       // json | csv | text (empty: the server's default)
+  std::string source_overflow;     // lag | drop_oldest (empty: the server's default)
 };
 void add_create_options(CLI::App& app, CreateOptions& o);
 int run_create(const CreateOptions& o);

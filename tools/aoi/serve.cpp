@@ -21,6 +21,7 @@
 #include "aoi/engine/model.h"
 #include "aoi/server/server.h"
 #include "aoi/service/service.h"
+#include "aoi/sources/source_manager.h"
 #include "aoi/store/log_syncer.h"
 
 namespace aoi::cli {
@@ -236,7 +237,9 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
     return 1;
   }
   const engine::Model& model = (*service)->model();
-  server.set_service(service->get());
+  // Source sessions (read back from the data directory too) start consuming from here on.
+  auto sources = std::make_unique<sources::SourceManager>(**service);
+  server.set_service(service->get(), sources.get());
   const service::ServiceStats stats = (*service)->stats();
   const std::string placement = !engine::gpu_offload_supported() ? "on the CPU (no GPU backend built)"
                                 : o.n_gpu_layers < 0             ? "every layer on the GPU"
@@ -281,6 +284,7 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   }
   log::status(stderr, "aoi: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
   server.stop();
+  sources.reset();  // no more pushes: what the consumers took is in the logs before the final snapshots
   (*service)->shutdown();
   return 0;
 }

@@ -14,6 +14,10 @@ namespace aoi::service {
 class Service;
 }
 
+namespace aoi::sources {
+class SourceManager;
+}
+
 namespace aoi::server {
 
 class Metrics;
@@ -64,7 +68,8 @@ class Server {
   // keys in use stay. Use so far (rates, refusals) is kept by tenant name.
   Status reload_keys();
   // The service is ready (it must outlive the server, or stop() must come first).
-  void set_service(service::Service* service);
+  // sources: the consumers of source sessions (null: none run); it must outlive the server's use of it.
+  void set_service(service::Service* service, sources::SourceManager* sources = nullptr);
   std::uint16_t port() const;
   // Stops accepting, closes connections, joins the I/O threads. Idempotent.
   void stop();

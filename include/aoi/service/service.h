@@ -260,8 +260,9 @@ class Service {
 
   // Appends records to the session's ring and returns at once (ingestion runs in the background). Invalid
   // records (empty text, objects without a template or missing a field) fail the whole push: nothing is
-  // accepted.
-  Result<PushResult> push(const SessionRef& session, std::vector<RecordInput> records);
+  // accepted. positions: a source's records each carry theirs (SessionHandle::push); a client's push none.
+  Result<PushResult> push(const SessionRef& session, std::vector<RecordInput> records,
+                          std::vector<std::string> positions = {});
   Result<PushResult> push(std::string_view id, std::vector<RecordInput> records);
   Result<PushResult> push_text(const SessionRef& session, std::vector<std::string> records);
   Result<PushResult> push_text(std::string_view id, std::vector<std::string> records);

@@ -166,7 +166,8 @@ class SessionHandle {
   // After a restart: sequence numbers continue after last_seq, and `backlog` (records logged but not yet
   // ingested, in order) is tokenized and ingested before anything pushed from now on. Before the handle is
   // shared.
-  void resume(std::uint64_t last_seq, std::vector<LoggedRecord> backlog);
+  // source_position: a source session's, where its newest logged record came from.
+  void resume(std::uint64_t last_seq, std::vector<LoggedRecord> backlog, std::string source_position = {});
 
   // Checks records and turns them into the tokens they append, once, on the caller's thread: text not empty;
   // objects rendered by the template, which needs every field it names, or without one read as
@@ -180,7 +181,13 @@ class SessionHandle {
   // sequence numbers follow ring and log order and the ring keeps a single producer. Errors: the log cannot
   // be written (kStorage; nothing was accepted), or the records are queued but could not be confirmed durable
   // (kStorage, saying so), or the session was deleted (kNotFound; nothing was accepted).
-  Result<PushResult> push(PreparedRecords records);
+  // positions: for records from a source, each one's position in it (logged with the record, so that a
+  // restart resumes after the newest record the session holds); empty for a client's push.
+  Result<PushResult> push(PreparedRecords records, std::vector<std::string> positions = {});
+  // Where the newest record from the session's source came from (empty before any). Any thread.
+  std::string source_position() const;
+  // Records the ring takes before it drops its oldest: a source under Overflow::kLag fetches no more.
+  size_t room() const;
   // Deletes the session for its producers: every push from now on fails, and one in progress ends first, so
   // that what was accepted is in the ring (and counted as pushed) when close returns. Any thread, once.
   void close();
@@ -244,8 +251,9 @@ class SessionHandle {
   store::LogSyncer* syncer_ = nullptr;
   std::deque<PendingRecord> backlog_;  // consumer only (filled before the handle is shared)
   std::atomic<size_t> backlog_size_{0};
-  std::mutex producer_mu_;
+  mutable std::mutex producer_mu_;
   std::uint64_t next_seq_ = 1;                       // guarded by producer_mu_
+  std::string source_position_;                      // guarded by producer_mu_
   std::chrono::steady_clock::time_point last_push_;  // guarded by producer_mu_
   std::atomic<double> push_interval_ms_{0};
   std::atomic<std::uint64_t> last_pushed_{0};

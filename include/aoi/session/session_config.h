@@ -49,6 +49,23 @@ struct ReadyQuestion {
   float tau = 2.0f;
 };
 
+// What a source session does when its queue of records waiting for ingestion is full.
+enum class Overflow {
+  kDropOldest,  // the oldest waiting records make room (counted as dropped): the session stays current
+  kLag,         // the source stops fetching until ingestion frees room: nothing is dropped, the broker keeps
+                // the backlog (a source session's default; pushes always drop the oldest)
+};
+const char* overflow_name(Overflow overflow);
+
+// A broker the session consumes by itself (src/sources): where, and how its messages become records.
+struct SourceConfig {
+  std::string url;                      // redis://host:port/STREAM-KEY
+  std::string format = "json";          // json | csv | text (ingest/record_decoder.h)
+  std::vector<std::string> csv_header;  // empty: the first CSV message is the header
+  std::string fields;                   // a field mapping ("price=p,t"), empty: every field
+  Overflow overflow = Overflow::kLag;
+};
+
 struct SessionConfig {
   std::string id;
   // The tenant that created the session (aoi serve --api-keys); empty for an admin or an open server. Only
@@ -63,6 +80,7 @@ struct SessionConfig {
   SessionMode mode = SessionMode::kStateful;
   int query_budget = 512;  // positions reserved for question + closing + answer
   std::optional<ReadyQuestion> ready;
+  std::optional<SourceConfig> source;
 };
 
 }  // namespace aoi::session

@@ -470,14 +470,23 @@ RecoveredSession Persistence::recover_one(const fs::path& dir, const std::string
       continue;
     }
     const auto it = records.find(seq);
-    auto decoded =
-        it == records.end() ? Result<RecordInput>(Error::damaged("missing")) : decode_record(it->second->data);
+    auto decoded = it == records.end() ? Result<LogRecord>(Error::damaged("missing")) : decode_record(it->second->data);
     if (!decoded) {
       r.dropped_after++;
       lost++;
       continue;
     }
-    r.tail.push_back({seq, std::move(decoded).value()});
+    r.tail.push_back({seq, std::move(decoded->record)});
+  }
+  // A source resumes after the newest record the session holds: the log's last one (dropped or not), else
+  // where the snapshot says it was.
+  if (base) r.source_position = base->source_position;
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    if (it->first <= after) break;
+    if (auto decoded = decode_record(it->second->data); decoded && !decoded->position.empty()) {
+      r.source_position = std::move(decoded->position);
+      break;
+    }
   }
   if (lost > 0) {
     r.warnings.push_back(std::to_string(lost) + " records after record " + std::to_string(after) +

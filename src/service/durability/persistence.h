@@ -91,6 +91,7 @@ struct RecoveredSession {
   std::vector<LoggedRecord> tail;        // records after the snapshot, to ingest again, in order
   std::uint64_t last_seq = 0;            // the highest sequence number ever handed out
   std::uint64_t dropped_after = 0;       // records after the snapshot that were dropped (or lost to damage)
+  std::string source_position;           // a source session's: where its newest record came from
   std::vector<std::string> warnings;     // what was wrong and how it was handled
   std::string damage;                    // set when the session cannot come back: why
 };

@@ -25,6 +25,13 @@ json config_to_json(const session::SessionConfig& c) {
   if (c.record_template) j["template"] = *c.record_template;
   if (!c.owner.empty()) j["owner"] = c.owner;
   if (c.ready) j["ready"] = {{"question", c.ready->question}, {"vocab", c.ready->vocab}, {"tau", c.ready->tau}};
+  if (c.source) {
+    j["source"] = {{"url", c.source->url},
+                   {"format", c.source->format},
+                   {"csv_header", c.source->csv_header},
+                   {"fields", c.source->fields},
+                   {"overflow", session::overflow_name(c.source->overflow)}};
+  }
   return j;
 }
 
@@ -51,6 +58,16 @@ Result<session::SessionConfig> config_from_json(const json& j) {
       c.ready = session::ReadyQuestion{q.at("question").get<std::string>(),
                                        q.at("vocab").get<std::vector<std::string>>(), q.at("tau").get<float>()};
     }
+    if (j.contains("source")) {
+      const json& src = j["source"];
+      c.source = session::SourceConfig{.url = src.at("url").get<std::string>(),
+                                       .format = src.at("format").get<std::string>(),
+                                       .csv_header = src.at("csv_header").get<std::vector<std::string>>(),
+                                       .fields = src.at("fields").get<std::string>(),
+                                       .overflow = src.at("overflow").get<std::string>() == "lag"
+                                                       ? session::Overflow::kLag
+                                                       : session::Overflow::kDropOldest};
+    }
     return c;
   } catch (const json::exception& e) {
     return Error::damaged(std::string("the session's stored configuration is not readable: ") + e.what());
@@ -59,7 +76,8 @@ Result<session::SessionConfig> config_from_json(const json& j) {
 
 namespace {
 
-enum : std::uint8_t { kText = 'T', kObject = 'O' };
+// A record from a source is kPositioned: its position in the broker (a string), then the record itself.
+enum : std::uint8_t { kText = 'T', kObject = 'O', kPositioned = 'P' };
 enum : std::uint8_t { kString = 0, kInt = 1, kDouble = 2, kNumber = 3 };
 
 // Tokens as a blob: int32 each.
@@ -71,8 +89,13 @@ store::Bytes token_bytes(std::span<const engine::Token> tokens) {
 
 }  // namespace
 
-store::Bytes encode_record(const RecordInput& record) {
+store::Bytes encode_record(const RecordInput& record, std::string_view position) {
   store::Bytes out;
+  if (!position.empty()) {
+    store::ByteWriter w(out);
+    w.put<std::uint8_t>(kPositioned);
+    w.string(position);
+  }
   if (const auto* text = std::get_if<std::string>(&record)) {
     out.reserve(1 + text->size());
     out.push_back(kText);
@@ -80,7 +103,7 @@ store::Bytes encode_record(const RecordInput& record) {
     return out;
   }
   const auto& rec = std::get<ingest::Record>(record);
-  store::ByteWriter w(out);
+  store::ByteWriter w(out);  // appends after a position
   w.put<std::uint8_t>(kObject);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(rec.fields().size()));
   for (const auto& [name, value] : rec.fields()) {
@@ -102,10 +125,20 @@ store::Bytes encode_record(const RecordInput& record) {
   return out;
 }
 
-Result<RecordInput> decode_record(std::span<const std::uint8_t> bytes) {
+Result<LogRecord> decode_record(std::span<const std::uint8_t> bytes) {
   const auto bad = Error::damaged("a logged record cannot be decoded");
   if (bytes.empty()) return bad;
-  if (bytes[0] == kText) return RecordInput(std::string(bytes.begin() + 1, bytes.end()));
+  LogRecord out;
+  if (bytes[0] == kPositioned) {
+    store::ByteReader p(bytes.subspan(1));
+    if (!p.string(out.position) || out.position.empty()) return bad;
+    bytes = bytes.subspan(1 + p.pos());
+    if (bytes.empty()) return bad;
+  }
+  if (bytes[0] == kText) {
+    out.record = std::string(bytes.begin() + 1, bytes.end());
+    return out;
+  }
   if (bytes[0] != kObject) return bad;
   store::ByteReader r(bytes.subspan(1));
   std::uint32_t n = 0;
@@ -144,7 +177,8 @@ Result<RecordInput> decode_record(std::span<const std::uint8_t> bytes) {
     }
   }
   if (!r.at_end()) return bad;
-  return RecordInput(std::move(rec));
+  out.record = std::move(rec);
+  return out;
 }
 
 store::SnapshotData encode_session_snapshot(const SnapshotMeta& m, session::SessionImage image) {
@@ -178,6 +212,7 @@ store::SnapshotData encode_session_snapshot(const SnapshotMeta& m, session::Sess
             {"config", config_to_json(m.config)},
             {"created_unix", m.created_unix},
             {"consumed_seq", m.consumed_seq},
+            {"source_position", m.source_position},
             {"counters",
              {{"records_ingested", m.records_ingested},
               {"records_rejected", m.records_rejected},
@@ -225,6 +260,7 @@ Result<SnapshotMeta> decode_snapshot_meta(const json& j) {
     m.config = std::move(config).value();
     m.created_unix = j.at("created_unix").get<double>();
     m.consumed_seq = j.at("consumed_seq").get<std::uint64_t>();
+    m.source_position = j.value("source_position", std::string());
     const json& c = j.at("counters");
     m.records_ingested = c.at("records_ingested").get<std::uint64_t>();
     m.records_rejected = c.at("records_rejected").get<std::uint64_t>();

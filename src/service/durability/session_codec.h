@@ -22,8 +22,13 @@ namespace aoi::service {
 nlohmann::json config_to_json(const session::SessionConfig& config);
 Result<session::SessionConfig> config_from_json(const nlohmann::json& j);
 
-store::Bytes encode_record(const RecordInput& record);
-Result<RecordInput> decode_record(std::span<const std::uint8_t> bytes);
+// A record as the log holds it, with its position in its source (empty for a pushed record).
+struct LogRecord {
+  RecordInput record;
+  std::string position;
+};
+store::Bytes encode_record(const RecordInput& record, std::string_view position = {});
+Result<LogRecord> decode_record(std::span<const std::uint8_t> bytes);
 
 // What a snapshot holds besides the session's image: everything else a resumed session must know.
 struct SnapshotMeta {
@@ -34,6 +39,9 @@ struct SnapshotMeta {
   // Every record up to this sequence number was taken by ingestion (ingested or rejected) or dropped; the
   // records after it are in the log, to be ingested again after a restore.
   std::uint64_t consumed_seq = 0;
+  // A source session's position when the snapshot was taken: at or after its record consumed_seq's (records
+  // after consumed_seq are in the log with their own positions, which a restart reads back instead).
+  std::string source_position;
   std::uint64_t records_ingested = 0;  // of those up to consumed_seq
   std::uint64_t records_rejected = 0;
   std::uint64_t records_dropped = 0;

@@ -59,6 +59,8 @@ SnapshotMeta InferenceState::snapshot_meta(const SessionRuntime& rt) const {
   m.config = h.config();
   m.created_unix = h.progress().created_unix;
   m.consumed_seq = rt.session->last_record_seq();
+  // Read after consumed_seq: at or after that record's position (a later one's is in the log beside it).
+  m.source_position = h.source_position();
   m.records_ingested = c.records_ingested.load();
   m.records_rejected = c.records_rejected.load() - rt.rejected_pending.size();
   // Up to consumed_seq, what ingestion did not take was dropped (later drops are in the log).

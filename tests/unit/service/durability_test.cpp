@@ -587,5 +587,50 @@ TEST(Durability, AFullOrReadOnlyDiskGivesClearErrorsAndTheServerKeepsServing) {
   svc.reset();  // stopping with a read-only directory must not hang or crash either
 }
 
+// A source's records carry their positions into the log: a restart resumes after the newest record the session
+// holds, whether that record is in the log's tail or (after a snapshot that covered it) only in the snapshot.
+TEST(Durability, ASourcesPositionComesBackFromTheLogOrTheSnapshot) {
+  AOI_REQUIRE_MODEL_FILE("test-micro");
+  TempDir dir;
+  auto push = [](Service& svc, int first, int n) {
+    std::vector<RecordInput> records;
+    std::vector<std::string> positions;
+    for (int i = first; i < first + n; ++i) {
+      records.emplace_back("entry " + std::to_string(i));
+      positions.push_back("1700000000000-" + std::to_string(i));
+    }
+    auto pushed = svc.push(svc.handle("src"), std::move(records), std::move(positions));
+    EXPECT_TRUE(pushed.ok()) << pushed.error().message;
+    return pushed.ok() ? pushed->last_seq : 0;
+  };
+  {
+    auto svc = start(dir.path());
+    ASSERT_NE(svc, nullptr);
+    ASSERT_TRUE(svc->create_session(config("src")).ok());
+    EXPECT_EQ(svc->handle("src")->source_position(), "");
+    push(*svc, 0, 5);
+    // A client's push beside the source carries no position and moves none.
+    ASSERT_TRUE(svc->push_text("src", {"a note"}).ok());
+    EXPECT_EQ(svc->handle("src")->source_position(), "1700000000000-4");
+    svc.reset();  // a clean stop snapshots: the position comes back from the snapshot
+  }
+  {
+    auto svc = start(dir.path());
+    ASSERT_NE(svc, nullptr);
+    EXPECT_EQ(svc->handle("src")->source_position(), "1700000000000-4");
+    const std::uint64_t last = push(*svc, 5, 3);
+    ASSERT_TRUE(wait_ingested(*svc, "src", last));
+    // Gone without a snapshot (the files as a kill -9 leaves them): the log's tail has the newest record.
+    const fs::path copy = dir.path().string() + "-copy";
+    fs::copy(dir.path(), copy, fs::copy_options::recursive);
+    svc.reset();
+    fs::remove_all(dir.path());
+    fs::rename(copy, dir.path());
+  }
+  auto svc = start(dir.path());
+  ASSERT_NE(svc, nullptr);
+  EXPECT_EQ(svc->handle("src")->source_position(), "1700000000000-7");
+}
+
 }  // namespace
 }  // namespace aoi::service

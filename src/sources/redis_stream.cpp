@@ -1,0 +1,119 @@
+#include "aoi/sources/redis_stream.h"
+
+#include <hiredis/hiredis.h>
+
+#include <charconv>
+
+namespace aoi::sources {
+namespace {
+
+struct ReplyFree {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+timeval to_timeval(std::chrono::milliseconds ms) {
+  return {static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>((ms.count() % 1000) * 1000)};
+}
+
+Reply command(redisContext* ctx, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  return Reply(
+      static_cast<redisReply*>(redisCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data())));
+}
+
+std::string text(const redisReply* r) { return r->str != nullptr ? std::string(r->str, r->len) : std::string(); }
+
+}  // namespace
+
+std::uint64_t entry_ms(std::string_view id) {
+  std::uint64_t ms = 0;
+  const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), ms);
+  return ec == std::errc() ? ms : 0;
+}
+
+Result<std::unique_ptr<RedisStream>> RedisStream::connect(const SourceUrl& url, std::chrono::milliseconds timeout,
+                                                          std::string_view client_name) {
+  const std::string where = url.host + ":" + std::to_string(url.port);
+  auto password = source_password(url);
+  if (!password) return password.error();
+  redisContext* ctx = redisConnectWithTimeout(url.host.c_str(), url.port, to_timeval(timeout));
+  if (ctx == nullptr) return Error::not_ready("redis " + where + ": out of memory");
+  std::unique_ptr<RedisStream> stream(new RedisStream(ctx, url.key, where));
+  if (ctx->err != 0) return Error::not_ready("redis " + where + ": " + ctx->errstr);
+  if (!password->empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!url.username.empty()) auth.push_back(url.username);
+    auth.push_back(*password);
+    Reply r = command(ctx, auth);
+    if (!r) return stream->lost("AUTH");
+    if (r->type == REDIS_REPLY_ERROR) return Error::not_ready("redis " + where + ": authentication failed");
+  }
+  Reply named = command(ctx, {"CLIENT", "SETNAME", std::string(client_name)});
+  if (!named) return stream->lost("CLIENT SETNAME");
+  // A key that exists must be a stream (an empty or missing one is fine: entries may come later).
+  Reply type = command(ctx, {"TYPE", url.key});
+  if (!type) return stream->lost("TYPE");
+  const std::string t = text(type.get());
+  if (t != "stream" && t != "none") {
+    return Error::invalid("source.url", "redis " + where + ": key '" + url.key + "' holds a " + t + ", not a stream");
+  }
+  return stream;
+}
+
+RedisStream::~RedisStream() { redisFree(ctx_); }
+
+Error RedisStream::lost(const std::string& what) const {
+  return Error::not_ready("redis " + where_ + ": " + what + ": " + (ctx_->err != 0 ? ctx_->errstr : "no reply"));
+}
+
+Result<std::vector<StreamEntry>> RedisStream::read(std::string_view after, size_t count,
+                                                   std::chrono::milliseconds block) {
+  // The socket waits a little longer than the server blocks.
+  const timeval tv = to_timeval(block + std::chrono::milliseconds(2000));
+  redisSetTimeout(ctx_, tv);
+  Reply r = command(ctx_, {"XREAD", "COUNT", std::to_string(count), "BLOCK", std::to_string(block.count()), "STREAMS",
+                           key_, std::string(after)});
+  if (!r) return lost("XREAD");
+  if (r->type == REDIS_REPLY_ERROR) return Error::not_ready("redis " + where_ + ": XREAD: " + text(r.get()));
+  std::vector<StreamEntry> out;
+  if (r->type == REDIS_REPLY_NIL) return out;
+  // [[key, [[id, [field, value, ...]], ...]]]
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 || r->element[0]->type != REDIS_REPLY_ARRAY ||
+      r->element[0]->elements != 2 || r->element[0]->element[1]->type != REDIS_REPLY_ARRAY) {
+    return Error::not_ready("redis " + where_ + ": XREAD answered in an unexpected shape");
+  }
+  const redisReply* entries = r->element[0]->element[1];
+  out.reserve(entries->elements);
+  for (size_t i = 0; i < entries->elements; ++i) {
+    const redisReply* e = entries->element[i];
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) continue;
+    StreamEntry entry;
+    entry.id = text(e->element[0]);
+    const redisReply* fields = e->element[1];
+    if (fields->type == REDIS_REPLY_ARRAY) {
+      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+        entry.fields.emplace_back(text(fields->element[f]), text(fields->element[f + 1]));
+      }
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+Result<std::string> RedisStream::last_id() {
+  Reply r = command(ctx_, {"XREVRANGE", key_, "+", "-", "COUNT", "1"});
+  if (!r) return lost("XREVRANGE");
+  if (r->type != REDIS_REPLY_ARRAY) return Error::not_ready("redis " + where_ + ": XREVRANGE: " + text(r.get()));
+  if (r->elements == 0) return std::string("0-0");
+  const redisReply* e = r->element[0];
+  if (e->type != REDIS_REPLY_ARRAY || e->elements < 1) return Error::not_ready("redis " + where_ + ": XREVRANGE");
+  return text(e->element[0]);
+}
+
+}  // namespace aoi::sources

@@ -1,0 +1,92 @@
+#include "aoi/sources/source_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <vector>
+
+namespace aoi::sources {
+namespace {
+
+constexpr std::chrono::milliseconds kTick{250};
+
+}  // namespace
+
+SourceManager::SourceManager(service::Service& service) : service_(service) {
+  poked_ = true;  // the sessions read back from the data directory start at once
+  thread_ = std::thread([this] { watch(); });
+}
+
+SourceManager::~SourceManager() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  std::lock_guard lock(mu_);
+  runners_.clear();  // each joins its thread
+}
+
+std::optional<SourceStatus> SourceManager::status(const service::SessionHandle& session) const {
+  std::lock_guard lock(mu_);
+  const auto it = runners_.find(&session);
+  if (it == runners_.end()) return std::nullopt;
+  return it->second->status();
+}
+
+void SourceManager::poke() {
+  {
+    std::lock_guard lock(mu_);
+    poked_ = true;
+  }
+  wake_.notify_all();
+}
+
+void SourceManager::watch() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait_for(lock, kTick, [this] { return stopping_ || poked_; });
+      if (stopping_) return;
+      poked_ = false;
+    }
+    reconcile();
+  }
+}
+
+void SourceManager::reconcile() {
+  const auto handles = service_.handles();
+  std::vector<std::unique_ptr<SourceRunner>> ended;  // joined outside the lock
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = runners_.begin(); it != runners_.end();) {
+      if (it->second->finished()) {
+        ended.push_back(std::move(it->second));
+        it = runners_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& h : handles) {
+    if (!h->config().source || h->deleted.load()) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (runners_.count(h.get()) != 0) continue;
+    }
+    // Both were checked when the session was created.
+    auto url = parse_source_url(h->config().source->url);
+    auto options = decoder_options(*h->config().source);
+    if (!url || !options) {
+      spdlog::error("session {}: source not started: {}", h->id(),
+                    !url ? url.error().message : options.error().message);
+      continue;
+    }
+    auto runner = std::make_unique<SourceRunner>(service_, h, std::move(url).value(), std::move(options).value());
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    runners_.emplace(h.get(), std::move(runner));
+  }
+}
+
+}  // namespace aoi::sources

@@ -1,0 +1,70 @@
+// A source's URL: what it may name, and every way it is refused (naming source.url), credentials never in it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "aoi/sources/redis_stream.h"
+#include "aoi/sources/source_url.h"
+#include "temp_dir.h"
+
+namespace aoi::sources {
+namespace {
+
+TEST(SourceUrl, ARedisStreamWithItsOptions) {
+  auto u = parse_source_url("redis://10.0.0.7:6380/market%3Aticks?start=$&username=reader&password_env=AOI_T_PW");
+  ASSERT_TRUE(u.ok()) << u.error().message;
+  EXPECT_EQ(u->host, "10.0.0.7");
+  EXPECT_EQ(u->port, 6380);
+  EXPECT_EQ(u->key, "market:ticks");
+  EXPECT_EQ(u->start, "$");
+  EXPECT_EQ(u->username, "reader");
+  EXPECT_EQ(u->password_env, "AOI_T_PW");
+
+  auto plain = parse_source_url("redis://localhost/ticks");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->port, 6379);
+  EXPECT_EQ(plain->start, "0");
+}
+
+TEST(SourceUrl, EverythingElseIsRefusedNamingTheUrl) {
+  for (const char* bad : {"ticks", "kafka://b:9092/ticks", "mqtt://b:1883/s/#", "http://x/y", "redis://h:6379",
+                          "redis://h:6379/", "redis://:6379/k", "redis://h:0/k", "redis://h:70000/k", "redis://h:x/k",
+                          "redis://u:p@h:6379/k", "redis://h/k?start=now", "redis://h/k?colour=blue",
+                          "redis://h/k?password_env=A&password_file=/f", "redis://h/k%zz"}) {
+    auto u = parse_source_url(bad);
+    ASSERT_FALSE(u.ok()) << bad;
+    EXPECT_EQ(u.error().field, "source.url") << bad;
+    EXPECT_EQ(u.error().type, ErrorType::kInvalidValue) << bad;
+  }
+  // Brokers without a client in this build say so.
+  EXPECT_NE(parse_source_url("kafka://b:9092/ticks").error().message.find("not available"), std::string::npos);
+}
+
+TEST(SourceUrl, APasswordComesFromTheEnvironmentOrAFileAndIsNeverEchoed) {
+  ::setenv("AOI_T_SOURCE_PW", "s3cret", 1);
+  auto from_env = source_password(parse_source_url("redis://h/k?password_env=AOI_T_SOURCE_PW").value());
+  ASSERT_TRUE(from_env.ok());
+  EXPECT_EQ(*from_env, "s3cret");
+  ::unsetenv("AOI_T_SOURCE_PW");
+  auto unset = source_password(parse_source_url("redis://h/k?password_env=AOI_T_SOURCE_PW").value());
+  ASSERT_FALSE(unset.ok());
+  EXPECT_EQ(unset.error().message.find("s3cret"), std::string::npos);
+
+  test::TempDir dir;
+  const auto file = dir.path() / "pw";
+  std::ofstream(file) << "from-file\n";
+  auto from_file = source_password(parse_source_url("redis://h/k?password_file=" + file.string()).value());
+  ASSERT_TRUE(from_file.ok());
+  EXPECT_EQ(*from_file, "from-file");
+  EXPECT_EQ(source_password(parse_source_url("redis://h/k").value()).value(), "");
+}
+
+TEST(SourceUrl, EntryIdsReadAsMilliseconds) {
+  EXPECT_EQ(entry_ms("1700000000123-4"), 1700000000123u);
+  EXPECT_EQ(entry_ms("0-0"), 0u);
+  EXPECT_EQ(entry_ms("x"), 0u);
+}
+
+}  // namespace
+}  // namespace aoi::sources
