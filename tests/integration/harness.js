@@ -108,6 +108,18 @@ export class Server {
 }
 
 // A fresh, empty data directory (the caller removes it).
+// A TCP port nothing listens on now (for a server the test starts, or a refused connection).
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
 export function tempDataDir() {
   return mkdtempSync(path.join(os.tmpdir(), 'aoi-data-'));
 }

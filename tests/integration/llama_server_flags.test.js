@@ -4,10 +4,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import {
-  AOI_BIN, AOI_MODEL, STARTUP_TIMEOUT_MS, Server, get, post, expectStatus, withTimeout,
+  AOI_BIN, AOI_MODEL, STARTUP_TIMEOUT_MS, Server, get, post, expectStatus, withTimeout, freePort,
 } from './harness.js';
 
 // Heads of 64 values: a q8_0 KV cache needs a multiple of 32 (test-micro's are 16).
@@ -20,14 +19,6 @@ function cleanEnv(extra = {}) {
     if (!k.startsWith('AOI_') && !k.startsWith('LLAMA_')) env[k] = v;
   }
   return { ...env, ...extra };
-}
-
-async function freePort() {
-  const s = net.createServer();
-  await new Promise((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const { port } = s.address();
-  await new Promise((resolve) => s.close(resolve));
-  return port;
 }
 
 // `aoi serve ARGS` with `env`, until its ready line; a Server the caller stops.

@@ -7,27 +7,15 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import nodeHttp from 'node:http';
 import { rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import {
-  AOI_BIN, startServer, tempDataDir, createSession, getSession, http, expectStatus, waitIngested, sleep,
+  AOI_BIN, startServer, tempDataDir, createSession, getSession, http, expectStatus, waitIngested, sleep, freePort,
 } from './harness.js';
 
 const dirs = [];
 after(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 // `aoi push` with its stdin a pipe the test writes to. Resolves { code, stderr } when it exits.
 function startPush(url, id, args = [], env = {}) {

@@ -8,29 +8,17 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {
   startServer, tempDataDir, get, post, del, expectStatus, expectError, openSSE, sleep, uniqueId, waitSession,
-  WAIT_TIMEOUT_MS,
+  WAIT_TIMEOUT_MS, freePort,
 } from './harness.js';
 
 const REDIS_SERVER = process.env.AOI_REDIS_SERVER || '/usr/bin/redis-server';
 const REDIS_CLI = process.env.AOI_REDIS_CLI || '/usr/bin/redis-cli';
 
 let redis = null; // { child, port, dir }
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function cli(...args) {
   const r = spawnSync(REDIS_CLI, ['-h', '127.0.0.1', '-p', String(redis.port), ...args], { encoding: 'utf8' });
