@@ -282,9 +282,12 @@ test('in Chromium: a wrong key is refused; a tenant sees its own sessions; a del
     expectStatus(await post(ctx.server, '/v1/sessions', { id: doomed, ...SMALL_SESSION }, { key: TENANT_KEY }), 201);
     await page.waitForSelector(`tr[data-id="${doomed}"]`);
     await page.click(`tr[data-id="${doomed}"]`);
-    await waitInPage(page, `session ${doomed} with its event stream live`, (id) =>
+    // Live, and its records answered: a records request still in flight when the session goes is a 404 the
+    // browser reports in its console (the page handles it, the console line is the browser's own).
+    await waitInPage(page, `session ${doomed} with its event stream live and its records shown`, (id) =>
       document.getElementById('detail-id').textContent === id &&
-      document.getElementById('detail-stream').dataset.state === 'live', doomed);
+      document.getElementById('detail-stream').dataset.state === 'live' &&
+      document.querySelector('#records li.empty')?.textContent === 'No records yet.', doomed);
     expectStatus(await del(ctx.server, `/v1/sessions/${doomed}`, { key: TENANT_KEY }), 200);
     await waitInPage(page, `session ${doomed} gone from the table and the detail, with a notice`, (id) =>
       document.querySelector(`tr[data-id="${id}"]`) === null &&
