@@ -161,7 +161,7 @@ void Metrics::observe_completion(std::string_view api, double seconds) {
 }
 
 std::string Metrics::render(const service::ServiceStats& st, const std::vector<service::SessionView>& sessions,
-                            const TenantView& tenants, std::size_t per_session) const {
+                            const TenantView& tenants, std::size_t per_session, const SourceMetrics* sources) const {
   auto tenant_of = [&](const std::string& id) {
     const auto it = tenants.owner.find(id);
     return it == tenants.owner.end() ? std::string() : it->second;
@@ -349,6 +349,40 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
   header(out, "aoi_session_data_version", "gauge", "Data version, by session.");
   for (const service::SessionView* s : shown) {
     sample(out, "aoi_session_data_version", session_labels(s->id), static_cast<double>(s->data_version));
+  }
+  if (sources != nullptr) {
+    const sources::SourceTotals& t = sources->totals;
+    header(out, "aoi_sources", "gauge", "Source sessions' consumers by state.");
+    sample(out, "aoi_sources", "state=\"connected\"", t.connected);
+    sample(out, "aoi_sources", "state=\"disconnected\"", t.disconnected);
+    header(out, "aoi_sources_waiting_for_room", "gauge",
+           "Connected sources paused because their session's queue is full (overflow lag).");
+    sample(out, "aoi_sources_waiting_for_room", "", t.waiting_for_room);
+    header(out, "aoi_source_messages_total", "counter", "Messages the sources read from their brokers.");
+    sample(out, "aoi_source_messages_total", "", static_cast<double>(t.messages));
+    header(out, "aoi_source_rejected_total", "counter",
+           "Source messages that could not be decoded or that their session refused (each an error event).");
+    sample(out, "aoi_source_rejected_total", "", static_cast<double>(t.rejected));
+    header(out, "aoi_source_reconnects_total", "counter", "Source connections lost or refused, and tried again.");
+    sample(out, "aoi_source_reconnects_total", "", static_cast<double>(t.reconnects));
+    header(out, "aoi_source_lag_seconds", "gauge",
+           "The most any source session is behind its stream's newest entry, by the entries' times.");
+    sample(out, "aoi_source_lag_seconds", "", t.max_lag_seconds);
+    // Of the sessions shown above, those with a source.
+    std::map<std::string, const sources::SourceStatus*> by_id;
+    for (const auto& [id, status] : sources->by_session) by_id[id] = &status;
+    const auto per_source = [&](const char* name, const char* help, auto value) {
+      header(out, name, "gauge", help);
+      for (const service::SessionView* sp : shown) {
+        if (const auto it = by_id.find(sp->id); it != by_id.end()) {
+          sample(out, name, session_labels(sp->id), value(*it->second));
+        }
+      }
+    };
+    per_source("aoi_session_source_lag_seconds", "How far behind its stream, by session.",
+               [](const sources::SourceStatus& source) { return source.lag_seconds; });
+    per_source("aoi_session_source_connected", "1 while the session's source is connected, by session.",
+               [](const sources::SourceStatus& source) { return source.connected ? 1.0 : 0.0; });
   }
   // By tenant: what each holds, and what its quotas refused.
   std::map<std::string, std::array<double, 3>> held;  // sessions, cells used, cells of the windows

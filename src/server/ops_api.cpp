@@ -1,7 +1,10 @@
 // /health (the process answers), /ready (it can serve: the model is loaded and the stored sessions are known)
 // and /metrics.
+#include <optional>
+
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
+#include "aoi/sources/source_manager.h"
 #include "http.h"
 
 namespace aoi::server {
@@ -47,7 +50,10 @@ net::awaitable<Outcome> metrics(Call& call) {
   res.set(http::field::server, "aoi");
   res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res.keep_alive(call.request.keep_alive());
-  res.body() = call.metrics.render(call.service.stats(), sessions, tenants, call.options.metrics_per_session);
+  std::optional<SourceMetrics> sources;
+  if (call.sources != nullptr) sources = SourceMetrics{call.sources->totals(), call.sources->statuses()};
+  res.body() = call.metrics.render(call.service.stats(), sessions, tenants, call.options.metrics_per_session,
+                                   sources ? &*sources : nullptr);
   res.prepare_payload();
   co_return Outcome{std::move(res)};
 }

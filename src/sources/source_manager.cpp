@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace aoi::sources {
@@ -42,6 +43,28 @@ void SourceManager::poke() {
   wake_.notify_all();
 }
 
+SourceTotals SourceManager::totals() const {
+  std::lock_guard lock(mu_);
+  SourceTotals t = retired_;
+  for (const auto& [handle, runner] : runners_) {
+    const SourceStatus st = runner->status();
+    t.messages += st.messages;
+    t.rejected += st.rejected;
+    t.reconnects += st.reconnects;
+    (st.connected ? t.connected : t.disconnected)++;
+    if (st.connected && st.waiting_for_room) t.waiting_for_room++;
+    t.max_lag_seconds = std::max(t.max_lag_seconds, st.lag_seconds);
+  }
+  return t;
+}
+
+std::vector<std::pair<std::string, SourceStatus>> SourceManager::statuses() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, SourceStatus>> out;
+  for (const auto& [handle, runner] : runners_) out.emplace_back(handle->id(), runner->status());
+  return out;
+}
+
 void SourceManager::watch() {
   for (;;) {
     {
@@ -61,6 +84,10 @@ void SourceManager::reconcile() {
     std::lock_guard lock(mu_);
     for (auto it = runners_.begin(); it != runners_.end();) {
       if (it->second->finished()) {
+        const SourceStatus st = it->second->status();
+        retired_.messages += st.messages;
+        retired_.rejected += st.rejected;
+        retired_.reconnects += st.reconnects;
         ended.push_back(std::move(it->second));
         it = runners_.erase(it);
       } else {

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -117,6 +117,47 @@ test('produced records are ingested in order and answered; the session shows its
     const a = await post(server, `/v1/sessions/${s.id}/query`, { question: 'What was the last price?', max_tokens: 4 });
     expectStatus(a, 200);
     assert.equal(a.body.data_version, caught.data_version);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('/metrics counts the sources: by state, messages, rejections, reconnects, lag; promtool accepts it', async () => {
+  const server = await startServer({ memoryOnly: true, args: ['--metrics-per-session', '4'] });
+  try {
+    const key = uniqueId('metrics');
+    const s = await createSourceSession(server, key, { source: { format: 'json' } });
+    produce(key, ['{"p": 1}', '{"p": ', '{"p": 3}']);
+    await waitCaughtUp(server, s.id, key);
+    const res = await get(server, '/metrics');
+    expectStatus(res, 200);
+    const value = (name, labels = '') => {
+      const line = res.text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+      assert.ok(line, `${name}${labels} in /metrics`);
+      return Number(line.split(' ').at(-1));
+    };
+    assert.equal(value('aoi_sources', '{state="connected"}'), 1);
+    assert.equal(value('aoi_sources', '{state="disconnected"}'), 0);
+    assert.equal(value('aoi_source_messages_total'), 3);
+    assert.equal(value('aoi_source_rejected_total'), 1);
+    assert.equal(value('aoi_source_lag_seconds'), 0);
+    assert.equal(value('aoi_session_source_connected', `{session="${s.id}",tenant=""}`), 1);
+    assert.ok(existsSync('/usr/bin/promtool'), 'no /usr/bin/promtool (Debian package prometheus; scripts/setup.sh --tests)');
+    const r = spawnSync('/usr/bin/promtool', ['check', 'metrics'], { input: res.text, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 0, `promtool check metrics:\n${r.stdout}${r.stderr}`);
+    // Once a deleted session's consumer has ended, its counts stay in the counters.
+    expectStatus(await del(server, `/v1/sessions/${s.id}`), 200);
+    const metric = async (name, labels = '') => {
+      const text = (await get(server, '/metrics')).text;
+      return Number(text.split('\n').find((l) => l.startsWith(`${name}${labels} `)).split(' ').at(-1));
+    };
+    const deadline = Date.now() + WAIT_TIMEOUT_MS;
+    while (await metric('aoi_sources', '{state="connected"}') > 0) {
+      assert.ok(Date.now() < deadline, 'the deleted session\'s consumer still counts as connected');
+      await sleep(50);
+    }
+    assert.equal(await metric('aoi_source_messages_total'), 3);
+    assert.equal(await metric('aoi_source_rejected_total'), 1);
   } finally {
     await server.stop();
   }

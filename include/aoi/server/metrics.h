@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "aoi/service/service.h"
+#include "aoi/sources/source_manager.h"
 
 namespace aoi::server {
 
@@ -37,6 +38,12 @@ struct TenantView {
   std::map<std::pair<std::string, std::string>, std::uint64_t> refusals;
 };
 
+// The sources' state for a scrape (SourceManager::totals and statuses).
+struct SourceMetrics {
+  sources::SourceTotals totals;
+  std::vector<std::pair<std::string, sources::SourceStatus>> by_session;
+};
+
 class Metrics {
  public:
   // `tenant`: the caller's ("" for an admin key or an open server, "-" without a key).
@@ -51,8 +58,10 @@ class Metrics {
   std::size_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
   // per_session: the sessions that get series of their own, the most active first (highest data version);
   // 0: none (a server with thousands of sessions would otherwise emit thousands of series per scrape).
+  // sources: null when the server runs none.
   std::string render(const service::ServiceStats& stats, const std::vector<service::SessionView>& sessions,
-                     const TenantView& tenants, std::size_t per_session = 0) const;
+                     const TenantView& tenants, std::size_t per_session = 0,
+                     const SourceMetrics* sources = nullptr) const;
 
  private:
   std::atomic<std::size_t> open_connections_{0};

@@ -11,11 +11,25 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "aoi/service/service.h"
 #include "aoi/sources/source_runner.h"
 
 namespace aoi::sources {
+
+// Every source's state summed for /metrics: counters include the runners of sessions deleted since the start
+// (so they only grow), gauges are of the running ones.
+struct SourceTotals {
+  std::uint64_t messages = 0;
+  std::uint64_t rejected = 0;
+  std::uint64_t reconnects = 0;
+  int connected = 0;
+  int disconnected = 0;
+  int waiting_for_room = 0;  // of the connected ones: paused, the session's queue full (lag)
+  double max_lag_seconds = 0;
+};
 
 class SourceManager {
  public:
@@ -28,6 +42,9 @@ class SourceManager {
   std::optional<SourceStatus> status(const service::SessionHandle& session) const;
   // Looks at the sessions now instead of at the next tick (after a session was created).
   void poke();
+  SourceTotals totals() const;
+  // Each running source's state, by its session's id.
+  std::vector<std::pair<std::string, SourceStatus>> statuses() const;
 
  private:
   void watch();
@@ -40,6 +57,7 @@ class SourceManager {
   bool poked_ = false;     // guarded by mu_
   // By handle, not id: a session that took a deleted one's id is another session.
   std::map<const service::SessionHandle*, std::unique_ptr<SourceRunner>> runners_;  // guarded by mu_
+  SourceTotals retired_;  // guarded by mu_: the counters of runners that ended
   std::thread thread_;
 };
 
