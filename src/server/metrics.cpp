@@ -366,8 +366,11 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
     header(out, "aoi_source_reconnects_total", "counter", "Source connections lost or refused, and tried again.");
     sample(out, "aoi_source_reconnects_total", "", static_cast<double>(t.reconnects));
     header(out, "aoi_source_lag_seconds", "gauge",
-           "The most any source session is behind its stream's newest entry, by the entries' times.");
+           "The most any source session is behind its source's end, in seconds.");
     sample(out, "aoi_source_lag_seconds", "", t.max_lag_seconds);
+    header(out, "aoi_source_lag_records", "gauge",
+           "The most messages any source session has yet to read (Kafka; brokers that tell it).");
+    sample(out, "aoi_source_lag_records", "", static_cast<double>(t.max_lag_records));
     // Of the sessions shown above, those with a source.
     std::map<std::string, const sources::SourceStatus*> by_id;
     for (const auto& [id, status] : sources->by_session) by_id[id] = &status;
@@ -381,6 +384,8 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
     };
     per_source("aoi_session_source_lag_seconds", "How far behind its stream, by session.",
                [](const sources::SourceStatus& source) { return source.lag_seconds; });
+    per_source("aoi_session_source_lag_records", "Messages the session's source has yet to read, by session.",
+               [](const sources::SourceStatus& source) { return static_cast<double>(source.lag_records.value_or(0)); });
     per_source("aoi_session_source_connected", "1 while the session's source is connected, by session.",
                [](const sources::SourceStatus& source) { return source.connected ? 1.0 : 0.0; });
   }

@@ -98,7 +98,9 @@ Result<session::SessionConfig> parse_session_config(const nlohmann::json& body) 
     session::SourceConfig sc;
     auto url = r.string("url");
     if (!url) return url.error();
-    if (!*url) return Error::invalid("source.url", "a source needs its url (redis://HOST:PORT/STREAM-KEY)");
+    if (!*url)
+      return Error::invalid("source.url",
+                            "a source needs its url (redis://HOST:PORT/STREAM-KEY or kafka://HOST:PORT/TOPIC)");
     sc.url = **url;
     if (auto parsed = sources::parse_source_url(sc.url); !parsed) return parsed.error();
     auto format = r.string("format");
@@ -192,6 +194,7 @@ json source_json(const session::SourceConfig& config, const service::SessionHand
     out["rejected"] = status->rejected;
     out["reconnects"] = status->reconnects;
     out["lag_seconds"] = status->lag_seconds;
+    out["lag_records"] = status->lag_records ? json(*status->lag_records) : json(nullptr);
     out["waiting_for_room"] = status->waiting_for_room;
     out["error"] = status->error.empty() ? json(nullptr) : json(status->error);
   }

@@ -54,6 +54,7 @@ SourceTotals SourceManager::totals() const {
     (st.connected ? t.connected : t.disconnected)++;
     if (st.connected && st.waiting_for_room) t.waiting_for_room++;
     t.max_lag_seconds = std::max(t.max_lag_seconds, st.lag_seconds);
+    t.max_lag_records = std::max(t.max_lag_records, st.lag_records.value_or(0));
   }
   return t;
 }

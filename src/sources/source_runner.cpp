@@ -16,7 +16,14 @@ constexpr std::chrono::milliseconds kBlock{200};  // how long a read waits for n
 constexpr std::chrono::milliseconds kConnectTimeout{2000};
 constexpr std::chrono::milliseconds kFirstBackoff{100};
 constexpr std::chrono::milliseconds kLongestBackoff{5000};
-constexpr std::chrono::milliseconds kRoomPoll{5};  // kLag with a full queue: how often to look again
+constexpr std::chrono::milliseconds kRoomPoll{5};        // kLag with a full queue: how often to look again
+constexpr std::chrono::milliseconds kBacklogEvery{500};  // how often to ask how far the source's end is ahead
+
+std::uint64_t now_ms() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
 
 ingest::RecordDecoder make_decoder(ingest::DecoderOptions options) {
   auto decoder = ingest::RecordDecoder::create(std::move(options));
@@ -55,7 +62,7 @@ Result<ingest::DecoderOptions> decoder_options(const session::SourceConfig& conf
 }
 
 Status check_source(const SourceUrl& url) {
-  auto stream = RedisStream::connect(url, kConnectTimeout, "aoi:check");
+  auto stream = connect_source(url, kConnectTimeout, "aoi:check", "aoi.check");
   if (!stream) {
     Error e = stream.error();
     if (e.field.empty()) e.field = "source.url";
@@ -103,46 +110,38 @@ void SourceRunner::run() {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    if (!stream_) {
-      auto connected = RedisStream::connect(url_, kConnectTimeout, "aoi:" + session_->id());
-      if (!connected) {
+    if (!connection_) {
+      auto connected = connect_source(url_, kConnectTimeout, "aoi:" + session_->id(), "aoi." + session_->id());
+      Result<std::string> after = Error::not_ready("");
+      if (connected) {
+        // Where to read from: after the newest record the session holds; for a new session, the source's start
+        // or (start=$) its end now.
+        after = (*connected)->seek(session_->source_position());
+      }
+      if (!connected || !after) {
+        const Error& e = connected ? after.error() : connected.error();
         {
           std::lock_guard lock(mu_);
-          if (status_.connected || status_.error != connected.error().message) {
-            spdlog::warn("session {}: source: {}", session_->id(), connected.error().message);
+          if (status_.connected || status_.error != e.message) {
+            spdlog::warn("session {}: source: {}", session_->id(), e.message);
           }
           status_.connected = false;
-          status_.error = connected.error().message;
+          status_.error = e.message;
           ++status_.reconnects;
         }
         if (!pause(backoff)) return;
         backoff = std::min(backoff * 2, kLongestBackoff);
         continue;
       }
-      stream_ = std::move(connected).value();
-      // Where to read from: after the newest record the session holds; for a new session, the stream's start
-      // or (start=$) its newest entry now.
-      read_after_ = session_->source_position();
-      if (read_after_.empty()) {
-        if (url_.start == "$") {
-          auto last = stream_->last_id();
-          if (!last) {
-            stream_.reset();
-            continue;
-          }
-          read_after_ = *last;
-        } else {
-          read_after_ = "0-0";
-        }
-      }
+      connection_ = std::move(connected).value();
       backoff = kFirstBackoff;
       std::lock_guard lock(mu_);
       status_.connected = true;
       status_.error.clear();
-      spdlog::info("session {}: source {} connected, reading after {}", session_->id(), status_.url, read_after_);
+      spdlog::info("session {}: source {} connected, reading after '{}'", session_->id(), status_.url, *after);
     }
     if (!step()) {
-      stream_.reset();
+      connection_.reset();
       std::lock_guard lock(mu_);
       status_.connected = false;
       ++status_.reconnects;
@@ -164,32 +163,32 @@ bool SourceRunner::step() {
       return true;
     }
   }
-  auto entries = stream_->read(read_after_, count, kBlock);
-  if (!entries) {
+  auto messages = connection_->read(count, kBlock);
+  if (!messages) {
     std::lock_guard lock(mu_);
-    status_.error = entries.error().message;
+    status_.error = messages.error().message;
     spdlog::warn("session {}: source: {}", session_->id(), status_.error);
     return false;
   }
-  if (entries->empty()) {
+  if (messages->empty()) {
     std::lock_guard lock(mu_);
     status_.lag_seconds = 0;
+    if (status_.lag_records) status_.lag_records = 0;
     return true;
   }
   std::vector<service::RecordInput> records;
   std::vector<std::string> positions;
-  records.reserve(entries->size());
-  positions.reserve(entries->size());
-  for (auto& e : *entries) {
-    read_after_ = e.id;
+  records.reserve(messages->size());
+  positions.reserve(messages->size());
+  for (auto& m : *messages) {
     Result<std::optional<ingest::DecodedRecord>> decoded = std::optional<ingest::DecodedRecord>();
-    if (e.fields.size() == 1) {
+    if (m.fields.size() == 1) {
       // One field: the message itself, decoded as the source's format says.
-      decoded = decoder_.decode(e.fields[0].second);
+      decoded = decoder_.decode(m.fields[0].second);
     } else {
       // Several: an object of text fields (mapped when the source maps fields).
       ingest::Record record;
-      for (auto& [name, value] : e.fields) record.set(std::move(name), std::move(value));
+      for (auto& [name, value] : m.fields) record.set(std::move(name), std::move(value));
       if (decoder_.options().mapping) {
         auto mapped = decoder_.options().mapping->apply(record, "message");
         if (mapped) {
@@ -202,43 +201,55 @@ bool SourceRunner::step() {
       }
     }
     if (!decoded) {
-      reject(e.id, decoded.error());
+      reject(m.position, decoded.error());
       continue;
     }
     if (!*decoded) continue;  // blank, or a CSV header
     records.push_back(std::move(**decoded));
-    positions.push_back(e.id);
+    positions.push_back(m.position);
   }
   {
     std::lock_guard lock(mu_);
-    status_.messages += entries->size();
+    status_.messages += messages->size();
   }
-  if (!records.empty()) push(std::move(records), std::move(positions));
-  // How far behind the stream's end the session is, by the entries' times (read when a batch came back full).
-  double lag = 0;
-  if (entries->size() == count) {
-    if (auto last = stream_->last_id()) {
-      const std::uint64_t end_ms = entry_ms(*last);
-      const std::uint64_t at_ms = entry_ms(read_after_);
-      lag = end_ms > at_ms ? static_cast<double>(end_ms - at_ms) / 1000.0 : 0.0;
+  if (!records.empty() && push(std::move(records), std::move(positions))) {
+    const std::string held = session_->source_position();
+    if (Status committed = connection_->commit(held); !committed) {
+      spdlog::warn("session {}: source: committing {}: {}", session_->id(), held, committed.error().message);
     }
   }
+  // How far behind the source's end the session is: asked now and then, and whenever a batch comes back full.
+  const auto now = std::chrono::steady_clock::now();
+  if (messages->size() < count && now - backlog_asked_ < kBacklogEvery) return true;
+  backlog_asked_ = now;
+  auto backlog = connection_->backlog(messages->back().position);
+  if (!backlog) return true;  // the next read says whether the connection is gone
+  double seconds = 0;
+  if (backlog->seconds) {
+    seconds = *backlog->seconds;
+  } else if (backlog->records.value_or(0) > 0 && messages->back().time_ms) {
+    // The broker tells records only: the newest message read is this old, and there is more after it.
+    const std::uint64_t at = *messages->back().time_ms;
+    const std::uint64_t t = now_ms();
+    seconds = t > at ? static_cast<double>(t - at) / 1000.0 : 0.0;
+  }
   std::lock_guard lock(mu_);
-  status_.lag_seconds = lag;
+  status_.lag_seconds = seconds;
+  status_.lag_records = backlog->records;
   return true;
 }
 
-void SourceRunner::push(std::vector<service::RecordInput> records, std::vector<std::string> positions) {
+bool SourceRunner::push(std::vector<service::RecordInput> records, std::vector<std::string> positions) {
   std::chrono::milliseconds backoff = kFirstBackoff;
   while (!records.empty()) {
     auto pushed = service_.push(session_, records, positions);
     if (pushed) {
       std::lock_guard lock(mu_);
       status_.position = positions.back();
-      return;
+      return true;
     }
     const Error& e = pushed.error();
-    if (e.type == ErrorType::kNotFound) return;  // deleted: the loop ends
+    if (e.type == ErrorType::kNotFound) return false;  // deleted: the loop ends
     if (auto i = record_index(e.field); e.type == ErrorType::kInvalidValue && i && *i < records.size()) {
       // The session refuses this one record (a template field it lacks, empty text): the rest go on.
       reject(positions[*i], e);
@@ -248,9 +259,10 @@ void SourceRunner::push(std::vector<service::RecordInput> records, std::vector<s
     }
     // Storage, a damaged session: nothing was taken. Try again, the position unmoved.
     spdlog::warn("session {}: source: push failed: {}", session_->id(), e.message);
-    if (!pause(backoff)) return;
+    if (!pause(backoff)) return false;
     backoff = std::min(backoff * 2, kLongestBackoff);
   }
+  return false;
 }
 
 void SourceRunner::reject(const std::string& position, const Error& why) {

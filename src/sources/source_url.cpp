@@ -28,35 +28,21 @@ Result<std::string> unescape(std::string_view s) {
   return out;
 }
 
-}  // namespace
-
-Result<SourceUrl> parse_source_url(std::string_view url) {
-  const size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) return bad_url("a source is a URL such as redis://HOST:PORT/STREAM-KEY");
-  const std::string_view scheme = url.substr(0, scheme_end);
-  if (scheme == "kafka" || scheme == "mqtt") {
-    return bad_url(std::string(scheme) + ":// sources are not available in this build; redis:// is");
+Result<Endpoint> parse_endpoint(std::string_view authority, int default_port) {
+  Endpoint out{.host = std::string(authority), .port = default_port};
+  std::string_view port;
+  if (authority.starts_with('[')) {  // [IPv6]:PORT
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return bad_url("an IPv6 address needs its closing ']'");
+    out.host = std::string(authority.substr(1, close - 1));
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && !after.starts_with(':')) return bad_url("':PORT' follows an IPv6 address");
+    if (!after.empty()) port = after.substr(1);
+  } else if (const size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+    out.host = std::string(authority.substr(0, colon));
+    port = authority.substr(colon + 1);
   }
-  if (scheme != "redis") return bad_url("unknown scheme '" + std::string(scheme) + "' (redis://)");
-  SourceUrl out;
-  std::string_view rest = url.substr(scheme_end + 3);
-  const size_t q = rest.find('?');
-  std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
-  rest = rest.substr(0, q);
-  const size_t slash = rest.find('/');
-  if (slash == std::string_view::npos || slash + 1 == rest.size()) return bad_url("the stream key is missing");
-  std::string_view authority = rest.substr(0, slash);
-  if (authority.find('@') != std::string_view::npos) {
-    return bad_url("credentials do not belong in the URL (it is stored and shown): use password_env or password_file");
-  }
-  auto key = unescape(rest.substr(slash + 1));
-  if (!key) return key.error();
-  out.key = std::move(key).value();
-  const size_t colon = authority.rfind(':');
-  std::string_view host = authority;
-  if (colon != std::string_view::npos && authority.find(']') == std::string_view::npos) {
-    host = authority.substr(0, colon);
-    const std::string_view port = authority.substr(colon + 1);
+  if (port.data() != nullptr) {
     int p = 0;
     const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
     if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
@@ -64,8 +50,66 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
     }
     out.port = p;
   }
-  if (host.empty()) return bad_url("the host is missing");
-  out.host = std::string(host);
+  if (out.host.empty()) return bad_url("the host is missing");
+  return out;
+}
+
+}  // namespace
+
+std::string SourceUrl::where() const {
+  std::string out;
+  for (const auto& e : endpoints) {
+    if (!out.empty()) out += ',';
+    out += e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host;
+    out += ":" + std::to_string(e.port);
+  }
+  return out;
+}
+
+Result<SourceUrl> parse_source_url(std::string_view url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return bad_url("a source is a URL such as redis://HOST:PORT/STREAM-KEY or kafka://HOST:PORT/TOPIC");
+  }
+  const std::string_view scheme = url.substr(0, scheme_end);
+  SourceUrl out;
+  if (scheme == "redis") {
+    out.broker = SourceUrl::Broker::kRedis;
+  } else if (scheme == "kafka") {
+    out.broker = SourceUrl::Broker::kKafka;
+  } else if (scheme == "mqtt") {
+    return bad_url("mqtt:// sources are not available in this build; redis:// and kafka:// are");
+  } else {
+    return bad_url("unknown scheme '" + std::string(scheme) + "' (redis://, kafka://)");
+  }
+  const bool kafka = out.broker == SourceUrl::Broker::kKafka;
+  std::string_view rest = url.substr(scheme_end + 3);
+  const size_t q = rest.find('?');
+  std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
+  rest = rest.substr(0, q);
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 == rest.size()) {
+    return bad_url(kafka ? "the topic is missing" : "the stream key is missing");
+  }
+  std::string_view authority = rest.substr(0, slash);
+  if (authority.find('@') != std::string_view::npos) {
+    return bad_url("credentials do not belong in the URL (it is stored and shown): use password_env or password_file");
+  }
+  auto topic = unescape(rest.substr(slash + 1));
+  if (!topic) return topic.error();
+  out.topic = std::move(topic).value();
+  for (;;) {
+    const size_t comma = authority.find(',');
+    if (comma != std::string_view::npos && !kafka) return bad_url("one host:port (several are for kafka://)");
+    auto endpoint = parse_endpoint(authority.substr(0, comma), kafka ? 9092 : 6379);
+    if (!endpoint) return endpoint.error();
+    out.endpoints.push_back(std::move(endpoint).value());
+    if (comma == std::string_view::npos) break;
+    authority = authority.substr(comma + 1);
+  }
+  const std::string options = kafka ? "partition, key, start, group, security_protocol, sasl_mechanism, username, "
+                                      "password_env, password_file"
+                                    : "start, group, username, password_env, password_file";
   while (!query.empty()) {
     const size_t amp = query.find('&');
     const std::string_view item = query.substr(0, amp);
@@ -76,16 +120,33 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
     auto value = unescape(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
     if (!value) return value.error();
     if (name == "start") {
-      if (*value != "0" && *value != "$") return bad_url("start is 0 (the whole stream) or $ (new entries only)");
+      if (*value != "0" && *value != "$") return bad_url("start is 0 (from the first entry) or $ (new entries only)");
       out.start = *value;
+    } else if (name == "group") {
+      if (value->empty()) return bad_url("group names a consumer group");
+      out.group = *value;
     } else if (name == "username") {
       out.username = *value;
     } else if (name == "password_env") {
       out.password_env = *value;
     } else if (name == "password_file") {
       out.password_file = *value;
+    } else if (kafka && name == "partition") {
+      const auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), out.partition);
+      if (ec != std::errc() || end != value->data() + value->size() || out.partition < 0) {
+        return bad_url("partition is a partition number (0, 1, ...)");
+      }
+    } else if (kafka && name == "key") {
+      out.key = *value;
+    } else if (kafka && name == "security_protocol") {
+      if (*value != "plaintext" && *value != "ssl" && *value != "sasl_plaintext" && *value != "sasl_ssl") {
+        return bad_url("security_protocol is plaintext, ssl, sasl_plaintext or sasl_ssl");
+      }
+      out.security_protocol = *value;
+    } else if (kafka && name == "sasl_mechanism") {
+      out.sasl_mechanism = *value;
     } else {
-      return bad_url("unknown option '" + name + "' (start, username, password_env, password_file)");
+      return bad_url("unknown option '" + name + "' (" + options + ")");
     }
   }
   if (!out.password_env.empty() && !out.password_file.empty()) {

@@ -1,50 +1,43 @@
-// A connection to one Redis stream (hiredis, blocking, with timeouts): what a source's consumer thread reads
-// entries with. One thread at a time.
+// A connection to one Redis stream (hiredis, blocking, with timeouts): XREAD from the session's position, and
+// with a group in the URL the group's last-delivered id set to each committed position (XGROUP SETID), so that
+// XINFO GROUPS shows how far the session has read.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
-#include "aoi/common/error.h"
-#include "aoi/sources/source_url.h"
+#include "aoi/sources/source_connection.h"
 
 struct redisContext;
 
 namespace aoi::sources {
 
-struct StreamEntry {
-  std::string id;  // "1700000000000-0": milliseconds, then a counter
-  std::vector<std::pair<std::string, std::string>> fields;
-};
-
-class RedisStream {
+class RedisStream final : public SourceConnection {
  public:
-  // Connects (and authenticates, when the URL names a password) within `timeout`; client_name is what
-  // CLIENT LIST shows. Errors: not_ready naming host:port and why (refused, timed out, auth failed).
   static Result<std::unique_ptr<RedisStream>> connect(const SourceUrl& url, std::chrono::milliseconds timeout,
                                                       std::string_view client_name);
-  ~RedisStream();
+  ~RedisStream() override;
   RedisStream(const RedisStream&) = delete;
   RedisStream& operator=(const RedisStream&) = delete;
 
-  // Up to `count` entries after id `after` (XREAD), waiting up to `block` for the first; none when nothing came.
-  // Errors: not_ready (the connection is gone: connect again).
-  Result<std::vector<StreamEntry>> read(std::string_view after, size_t count, std::chrono::milliseconds block);
+  Result<std::string> seek(std::string_view position) override;
+  Result<std::vector<SourceMessage>> read(size_t count, std::chrono::milliseconds block) override;
+  Result<Backlog> backlog(std::string_view position) override;
+  Status commit(std::string_view position) override;
+
+ private:
+  RedisStream(redisContext* ctx, const SourceUrl& url) : ctx_(ctx), url_(url) {}
+  Error lost(const std::string& what) const;
   // The id of the stream's newest entry ("0-0" when it has none).
   Result<std::string> last_id();
 
- private:
-  RedisStream(redisContext* ctx, std::string key, std::string where)
-      : ctx_(ctx), key_(std::move(key)), where_(std::move(where)) {}
-  Error lost(const std::string& what) const;
-
   redisContext* ctx_;
-  std::string key_;
-  std::string where_;  // host:port, for errors
+  const SourceUrl url_;
+  std::string read_after_ = "0-0";
+  bool group_created_ = false;
 };
 
 // Milliseconds of an entry id ("1700000000000-0" → 1700000000000); 0 for "0-0" or a malformed id.

@@ -29,6 +29,7 @@ struct SourceTotals {
   int disconnected = 0;
   int waiting_for_room = 0;  // of the connected ones: paused, the session's queue full (lag)
   double max_lag_seconds = 0;
+  std::uint64_t max_lag_records = 0;  // of the sources whose broker tells it
 };
 
 class SourceManager {

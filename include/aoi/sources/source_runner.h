@@ -12,13 +12,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "aoi/ingest/record_decoder.h"
 #include "aoi/service/service.h"
-#include "aoi/sources/redis_stream.h"
+#include "aoi/sources/source_connection.h"
 #include "aoi/sources/source_url.h"
 
 namespace aoi::sources {
@@ -26,13 +27,14 @@ namespace aoi::sources {
 struct SourceStatus {
   std::string url;
   bool connected = false;
-  std::string position;           // the newest record's, as the session holds it
-  std::uint64_t messages = 0;     // read from the broker
-  std::uint64_t rejected = 0;     // of those, not decodable or refused by the session (each an error event)
-  std::uint64_t reconnects = 0;   // connections lost (or refused) and tried again
-  double lag_seconds = 0;         // the stream's newest entry's time minus the newest record's, when behind
-  bool waiting_for_room = false;  // Overflow::kLag: the session's queue is full, fetching paused
-  std::string error;              // why it is not connected, while it is not
+  std::string position;                      // the newest record's, as the session holds it
+  std::uint64_t messages = 0;                // read from the broker
+  std::uint64_t rejected = 0;                // of those, not decodable or refused by the session (each an error event)
+  std::uint64_t reconnects = 0;              // connections lost (or refused) and tried again
+  double lag_seconds = 0;                    // how old the newest record read is while the source has more after it
+  std::optional<std::uint64_t> lag_records;  // messages after the newest one read, where the broker tells
+  bool waiting_for_room = false;             // Overflow::kLag: the session's queue is full, fetching paused
+  std::string error;                         // why it is not connected, while it is not
 };
 
 // The decoder options a source's configuration asks for. Errors: invalid naming source.format, source.fields,
@@ -59,8 +61,9 @@ class SourceRunner {
   void run();
   // Reads one batch and pushes it; false when the connection was lost.
   bool step();
-  // Pushes records with their positions, rejecting (and reporting) each one the session refuses.
-  void push(std::vector<service::RecordInput> records, std::vector<std::string> positions);
+  // Pushes records with their positions, rejecting (and reporting) each one the session refuses; false when
+  // none was taken (all refused, the session deleted, the runner stopping).
+  bool push(std::vector<service::RecordInput> records, std::vector<std::string> positions);
   void reject(const std::string& position, const Error& why);
   // Sleeps up to `d`; false when the runner is stopping.
   bool pause(std::chrono::milliseconds d);
@@ -69,9 +72,9 @@ class SourceRunner {
   const std::shared_ptr<service::SessionHandle> session_;
   const SourceUrl url_;
   const bool lag_;
-  ingest::RecordDecoder decoder_;        // the runner thread's
-  std::unique_ptr<RedisStream> stream_;  // the runner thread's
-  std::string read_after_;               // the runner thread's: the last entry read (taken or not)
+  ingest::RecordDecoder decoder_;                        // the runner thread's
+  std::unique_ptr<SourceConnection> connection_;         // the runner thread's
+  std::chrono::steady_clock::time_point backlog_asked_;  // the runner thread's
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -14,31 +14,73 @@ namespace {
 TEST(SourceUrl, ARedisStreamWithItsOptions) {
   auto u = parse_source_url("redis://10.0.0.7:6380/market%3Aticks?start=$&username=reader&password_env=AOI_T_PW");
   ASSERT_TRUE(u.ok()) << u.error().message;
-  EXPECT_EQ(u->host, "10.0.0.7");
-  EXPECT_EQ(u->port, 6380);
-  EXPECT_EQ(u->key, "market:ticks");
+  EXPECT_EQ(u->broker, SourceUrl::Broker::kRedis);
+  EXPECT_EQ(u->where(), "10.0.0.7:6380");
+  EXPECT_EQ(u->topic, "market:ticks");
   EXPECT_EQ(u->start, "$");
   EXPECT_EQ(u->username, "reader");
   EXPECT_EQ(u->password_env, "AOI_T_PW");
 
   auto plain = parse_source_url("redis://localhost/ticks");
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->port, 6379);
+  EXPECT_EQ(plain->where(), "localhost:6379");
   EXPECT_EQ(plain->start, "0");
+  EXPECT_EQ(plain->group, "");
+}
+
+TEST(SourceUrl, AKafkaPartitionWithItsOptions) {
+  auto u = parse_source_url(
+      "kafka://k1:9093,k2,[::1]:9094/market.ticks?partition=3&key=BTC%2FUSD&start=$&group=desk&"
+      "security_protocol=sasl_ssl&sasl_mechanism=SCRAM-SHA-512&username=reader&password_file=/run/pw");
+  ASSERT_TRUE(u.ok()) << u.error().message;
+  EXPECT_EQ(u->broker, SourceUrl::Broker::kKafka);
+  EXPECT_EQ(u->where(), "k1:9093,k2:9092,[::1]:9094");
+  EXPECT_EQ(u->topic, "market.ticks");
+  EXPECT_EQ(u->partition, 3);
+  EXPECT_EQ(u->key, "BTC/USD");
+  EXPECT_EQ(u->start, "$");
+  EXPECT_EQ(u->group, "desk");
+  EXPECT_EQ(u->security_protocol, "sasl_ssl");
+  EXPECT_EQ(u->sasl_mechanism, "SCRAM-SHA-512");
+  EXPECT_EQ(u->username, "reader");
+
+  auto plain = parse_source_url("kafka://broker/ticks");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->where(), "broker:9092");
+  EXPECT_EQ(plain->partition, 0);
+  EXPECT_FALSE(plain->key.has_value());
 }
 
 TEST(SourceUrl, EverythingElseIsRefusedNamingTheUrl) {
-  for (const char* bad : {"ticks", "kafka://b:9092/ticks", "mqtt://b:1883/s/#", "http://x/y", "redis://h:6379",
-                          "redis://h:6379/", "redis://:6379/k", "redis://h:0/k", "redis://h:70000/k", "redis://h:x/k",
-                          "redis://u:p@h:6379/k", "redis://h/k?start=now", "redis://h/k?colour=blue",
-                          "redis://h/k?password_env=A&password_file=/f", "redis://h/k%zz"}) {
+  for (const char* bad : {"ticks",
+                          "kafka://b:9092",
+                          "kafka://b:9092/t?partition=-1",
+                          "kafka://b:9092/t?partition=x",
+                          "kafka://b,:9092/t",
+                          "kafka://b/t?security_protocol=tls",
+                          "redis://a,b/k",
+                          "redis://h/k?partition=1",
+                          "kafka://u:p@b/t",
+                          "mqtt://b:1883/s/#",
+                          "http://x/y",
+                          "redis://h:6379",
+                          "redis://h:6379/",
+                          "redis://:6379/k",
+                          "redis://h:0/k",
+                          "redis://h:70000/k",
+                          "redis://h:x/k",
+                          "redis://u:p@h:6379/k",
+                          "redis://h/k?start=now",
+                          "redis://h/k?colour=blue",
+                          "redis://h/k?password_env=A&password_file=/f",
+                          "redis://h/k%zz"}) {
     auto u = parse_source_url(bad);
     ASSERT_FALSE(u.ok()) << bad;
     EXPECT_EQ(u.error().field, "source.url") << bad;
     EXPECT_EQ(u.error().type, ErrorType::kInvalidValue) << bad;
   }
   // Brokers without a client in this build say so.
-  EXPECT_NE(parse_source_url("kafka://b:9092/ticks").error().message.find("not available"), std::string::npos);
+  EXPECT_NE(parse_source_url("mqtt://b:1883/s/#").error().message.find("not available"), std::string::npos);
 }
 
 TEST(SourceUrl, APasswordComesFromTheEnvironmentOrAFileAndIsNeverEchoed) {
@@ -58,6 +100,8 @@ TEST(SourceUrl, APasswordComesFromTheEnvironmentOrAFileAndIsNeverEchoed) {
   ASSERT_TRUE(from_file.ok());
   EXPECT_EQ(*from_file, "from-file");
   EXPECT_EQ(source_password(parse_source_url("redis://h/k").value()).value(), "");
+  EXPECT_EQ(source_password(parse_source_url("kafka://h/t?password_file=" + file.string()).value()).value(),
+            "from-file");
 }
 
 TEST(SourceUrl, EntryIdsReadAsMilliseconds) {
