@@ -100,7 +100,8 @@ Result<session::SessionConfig> parse_session_config(const nlohmann::json& body) 
     if (!url) return url.error();
     if (!*url)
       return Error::invalid("source.url",
-                            "a source needs its url (redis://HOST:PORT/STREAM-KEY or kafka://HOST:PORT/TOPIC)");
+                            "a source needs its url (redis://HOST:PORT/STREAM-KEY, kafka://HOST:PORT/TOPIC, "
+                            "mqtt://HOST:PORT/TOPIC-FILTER)");
     sc.url = **url;
     if (auto parsed = sources::parse_source_url(sc.url); !parsed) return parsed.error();
     auto format = r.string("format");

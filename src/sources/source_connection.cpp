@@ -1,22 +1,29 @@
 #include "aoi/sources/source_connection.h"
 
 #include "aoi/sources/kafka_partition.h"
+#include "aoi/sources/mqtt_subscription.h"
 #include "aoi/sources/redis_stream.h"
 
 namespace aoi::sources {
 
 Result<std::unique_ptr<SourceConnection>> connect_source(const SourceUrl& url, std::chrono::milliseconds timeout,
-                                                         std::string_view client_name, std::string_view group_default) {
+                                                         std::string_view session_id) {
+  const std::string client = session_id.empty() ? std::string("aoi:check") : "aoi:" + std::string(session_id);
   switch (url.broker) {
     case SourceUrl::Broker::kRedis: {
-      auto stream = RedisStream::connect(url, timeout, client_name);
+      auto stream = RedisStream::connect(url, timeout, client);
       if (!stream) return stream.error();
       return std::unique_ptr<SourceConnection>(std::move(stream).value());
     }
     case SourceUrl::Broker::kKafka: {
-      auto partition = KafkaPartition::connect(url, timeout, client_name, group_default);
+      auto partition = KafkaPartition::connect(url, timeout, client, "aoi." + std::string(session_id));
       if (!partition) return partition.error();
       return std::unique_ptr<SourceConnection>(std::move(partition).value());
+    }
+    case SourceUrl::Broker::kMqtt: {
+      auto subscription = MqttSubscription::connect(url, timeout, session_id.empty() ? "" : client);
+      if (!subscription) return subscription.error();
+      return std::unique_ptr<SourceConnection>(std::move(subscription).value());
     }
   }
   return Error::invalid("source.url", "unknown broker");

@@ -62,7 +62,7 @@ Result<ingest::DecoderOptions> decoder_options(const session::SourceConfig& conf
 }
 
 Status check_source(const SourceUrl& url) {
-  auto stream = connect_source(url, kConnectTimeout, "aoi:check", "aoi.check");
+  auto stream = connect_source(url, kConnectTimeout, "");
   if (!stream) {
     Error e = stream.error();
     if (e.field.empty()) e.field = "source.url";
@@ -111,7 +111,7 @@ void SourceRunner::run() {
       if (stopping_) return;
     }
     if (!connection_) {
-      auto connected = connect_source(url_, kConnectTimeout, "aoi:" + session_->id(), "aoi." + session_->id());
+      auto connected = connect_source(url_, kConnectTimeout, session_->id());
       Result<std::string> after = Error::not_ready("");
       if (connected) {
         // Where to read from: after the newest record the session holds; for a new session, the source's start

@@ -78,18 +78,19 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
   } else if (scheme == "kafka") {
     out.broker = SourceUrl::Broker::kKafka;
   } else if (scheme == "mqtt") {
-    return bad_url("mqtt:// sources are not available in this build; redis:// and kafka:// are");
+    out.broker = SourceUrl::Broker::kMqtt;
   } else {
-    return bad_url("unknown scheme '" + std::string(scheme) + "' (redis://, kafka://)");
+    return bad_url("unknown scheme '" + std::string(scheme) + "' (redis://, kafka://, mqtt://)");
   }
   const bool kafka = out.broker == SourceUrl::Broker::kKafka;
+  const bool mqtt = out.broker == SourceUrl::Broker::kMqtt;
   std::string_view rest = url.substr(scheme_end + 3);
   const size_t q = rest.find('?');
   std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
   rest = rest.substr(0, q);
   const size_t slash = rest.find('/');
   if (slash == std::string_view::npos || slash + 1 == rest.size()) {
-    return bad_url(kafka ? "the topic is missing" : "the stream key is missing");
+    return bad_url(kafka ? "the topic is missing" : mqtt ? "the topic filter is missing" : "the stream key is missing");
   }
   std::string_view authority = rest.substr(0, slash);
   if (authority.find('@') != std::string_view::npos) {
@@ -101,15 +102,16 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
   for (;;) {
     const size_t comma = authority.find(',');
     if (comma != std::string_view::npos && !kafka) return bad_url("one host:port (several are for kafka://)");
-    auto endpoint = parse_endpoint(authority.substr(0, comma), kafka ? 9092 : 6379);
+    auto endpoint = parse_endpoint(authority.substr(0, comma), kafka ? 9092 : mqtt ? 1883 : 6379);
     if (!endpoint) return endpoint.error();
     out.endpoints.push_back(std::move(endpoint).value());
     if (comma == std::string_view::npos) break;
     authority = authority.substr(comma + 1);
   }
-  const std::string options = kafka ? "partition, key, start, group, security_protocol, sasl_mechanism, username, "
-                                      "password_env, password_file"
-                                    : "start, group, username, password_env, password_file";
+  const std::string options = kafka  ? "partition, key, start, group, security_protocol, sasl_mechanism, username, "
+                                       "password_env, password_file"
+                              : mqtt ? "qos, username, password_env, password_file"
+                                     : "start, group, username, password_env, password_file";
   while (!query.empty()) {
     const size_t amp = query.find('&');
     const std::string_view item = query.substr(0, amp);
@@ -119,7 +121,10 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
     const std::string name(item.substr(0, eq));
     auto value = unescape(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1));
     if (!value) return value.error();
-    if (name == "start") {
+    if (mqtt && (name == "start" || name == "group")) {
+      return bad_url("mqtt:// takes no " + name + ": the broker's persistent session holds the place (" + options +
+                     ")");
+    } else if (name == "start") {
       if (*value != "0" && *value != "$") return bad_url("start is 0 (from the first entry) or $ (new entries only)");
       out.start = *value;
     } else if (name == "group") {
@@ -131,6 +136,9 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
       out.password_env = *value;
     } else if (name == "password_file") {
       out.password_file = *value;
+    } else if (mqtt && name == "qos") {
+      if (*value != "0" && *value != "1") return bad_url("qos is 0 or 1");
+      out.qos = *value == "1" ? 1 : 0;
     } else if (kafka && name == "partition") {
       const auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), out.partition);
       if (ec != std::errc() || end != value->data() + value->size() || out.partition < 0) {

@@ -4,20 +4,23 @@
 //   driver = {
 //     name,                      // "redis", "kafka"
 //     url(topic, options),       // the session's source URL
+//     createTopic(topic),        // (optional) makes the topic, where the broker needs that
 //     produce(topic, messages),  // adds the messages, in order, and returns once the broker holds them
-//     end(topic),                // the position of the newest message ("" when none)
+//     caughtUp(topic) -> (session JSON) => bool  // whether the session has read everything produced so far
 //     startProducer(topic, produced) -> { stop() }  // keeps adding "rec-NNNNN" messages (pushed onto `produced`)
 //                                                   // until stop() resolves with every one held by the broker
 //     outage() -> { restore() }  // the broker stops answering, then answers again keeping what it held
+//     consumers(id),             // (optional) how many connections of the session's consumer the broker lists
 //     errorPattern,              // what the session's source error says while the broker is away
 //     positionPattern,           // what a message's position looks like in an error event
+//     exactlyOnce,               // the broker replays from a position: the kill -9 rounds hold it to that
 //   }
 //
 // Records produced are ingested in order and answered; messages that do not decode are counted and reported
 // while the consumer goes on; under the default `lag` overflow a queue far smaller than the backlog drops
-// nothing; a deleted session's consumer ends; a broker outage mid-stream is reported and survived; and 20
-// rounds of kill -9 mid-stream leave the session holding exactly what was produced, in order, with no
-// duplicate and no gap.
+// nothing; a deleted session's consumer ends; a broker outage mid-stream is reported and survived; and, where
+// the broker replays from a position, 20 rounds of kill -9 mid-stream leave the session holding exactly what
+// was produced, in order, with no duplicate and no gap.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
@@ -34,11 +37,11 @@ export async function createSourceSession(server, driver, topic, extra = {}) {
   return res.body;
 }
 
-// Waits until the session holds everything up to the source's newest message.
+// Waits until the session holds everything produced to the topic so far.
 export async function waitCaughtUp(server, driver, id, topic) {
-  const end = await driver.end(topic);
-  return waitSession(server, id, (s) => s.source?.position === end && s.last_seq_ingested === s.last_seq_pushed &&
-    s.pending === 0, `caught up with ${end}`);
+  const caughtUp = await driver.caughtUp(topic);
+  return waitSession(server, id, (s) => s.source && caughtUp(s) && s.last_seq_ingested === s.last_seq_pushed &&
+    s.pending === 0, `caught up with ${topic}`);
 }
 
 // The records the session holds, read from what the model reads.
@@ -53,6 +56,70 @@ async function metric(server, name, labels = '') {
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
   assert.ok(line, `${name}${labels} in /metrics`);
   return Number(line.split(' ').at(-1));
+}
+
+// Starts a producer that writes "rec-NNNNN" messages as lines to `child` (a broker's command-line client
+// reading its standard input), `perTick` every 15 ms, pushing each onto `produced`; stop() ends the input and
+// resolves once the client has exited after handing every message to the broker.
+export function lineProducer(child, produced, { perTick = 3, line = (m) => m } = {}) {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const timer = setInterval(() => {
+    const batch = [];
+    for (let i = 0; i < perTick; i++) batch.push(`rec-${String(produced.length + batch.length).padStart(5, '0')}`);
+    produced.push(...batch);
+    child.stdin.write(batch.map((m) => `${line(m)}\n`).join(''));
+  }, 15);
+  return {
+    async stop() {
+      clearInterval(timer);
+      child.stdin.end();
+      assert.equal(await exited, 0, `${child.spawnfile} handed every message to the broker`);
+    },
+  };
+}
+
+// Creates session `id` with the topic as its source in `dataDir`, then runs 20 rounds of: start the server and
+// a producer, and once the consumer has taken something this round, kill -9 the server at a random moment
+// (after `downMs` more of producing while it is down). `produced` ends as every message produced.
+export async function killRounds(driver, { dataDir, id, topic, produced, perTick = 3, downMs = 0 }) {
+  const kill = async (server) => {
+    server.child.kill('SIGKILL');
+    await server.exited;
+  };
+  let server = await startServer({ dataDir });
+  try {
+    expectStatus(await post(server, '/v1/sessions', {
+      id, system: 'Records follow.', query_budget: 16, retention: { max_tokens: 3900 },
+      source: { url: driver.url(topic), format: 'text' },
+    }), 201);
+  } finally {
+    await kill(server);
+  }
+  let previous = '';
+  let roundsThatConsumed = 0;
+  for (let round = 0; round < 20; round++) {
+    server = await startServer({ dataDir });
+    const producer = driver.startProducer(topic, produced, perTick);
+    try {
+      const deadline = Date.now() + WAIT_TIMEOUT_MS;
+      for (;;) {
+        const position = (await get(server, `/v1/sessions/${id}`)).body.source?.position;
+        if (position && position !== previous) {
+          previous = position;
+          roundsThatConsumed++;
+          break;
+        }
+        if (Date.now() > deadline) break;
+        await sleep(10);
+      }
+      await sleep(Math.floor(Math.random() * 150));
+    } finally {
+      await kill(server);
+      await sleep(downMs);
+      await producer.stop();
+    }
+  }
+  assert.equal(roundsThatConsumed, 20, 'the consumer took records in every round before it was killed');
 }
 
 export function sourceSuite(driver) {
@@ -112,8 +179,8 @@ export function sourceSuite(driver) {
         const topic = uniqueId('backlog');
         await driver.createTopic?.(topic);
         const messages = Array.from({ length: 300 }, (_, i) => `row-${String(i).padStart(4, '0')}`);
-        await driver.produce(topic, messages);
         const s = await createSourceSession(server, driver, topic);
+        await driver.produce(topic, messages);
         const caught = await waitCaughtUp(server, driver, s.id, topic);
         assert.equal(caught.records.dropped, 0);
         assert.equal(caught.records.ingested, 300);
@@ -159,6 +226,7 @@ export function sourceSuite(driver) {
     }
   });
 
+  if (!driver.exactlyOnce) return;
   test(`${name}: 20 rounds of kill -9 mid-stream: the session holds exactly what was produced, in order`,
     async () => {
       const dataDir = tempDataDir();
@@ -167,46 +235,10 @@ export function sourceSuite(driver) {
       const id = uniqueId('crash');
       const produced = [];
       try {
-        let server = await startServer({ dataDir });
-        try {
-          expectStatus(await post(server, '/v1/sessions', {
-            id, system: 'Records follow.', query_budget: 16, retention: { max_tokens: 3900 },
-            source: { url: driver.url(topic), format: 'text' },
-          }), 201);
-        } finally {
-          server.child.kill('SIGKILL');
-          await server.exited;
-        }
-        let previous = '';
-        let roundsThatConsumed = 0;
-        for (let round = 0; round < 20; round++) {
-          server = await startServer({ dataDir });
-          const producer = driver.startProducer(topic, produced);
-          try {
-            // Killed while the producer adds messages and the consumer takes them: once the consumer has taken
-            // something this round, at a random moment.
-            const deadline = Date.now() + WAIT_TIMEOUT_MS;
-            for (;;) {
-              const position = (await get(server, `/v1/sessions/${id}`)).body.source?.position;
-              if (position && position !== previous) {
-                previous = position;
-                roundsThatConsumed++;
-                break;
-              }
-              if (Date.now() > deadline) break;
-              await sleep(10);
-            }
-            await sleep(Math.floor(Math.random() * 150));
-          } finally {
-            server.child.kill('SIGKILL');
-            await server.exited;
-            await producer.stop();
-          }
-        }
-        assert.equal(roundsThatConsumed, 20, 'the consumer took records in every round before it was killed');
+        await killRounds(driver, { dataDir, id, topic, produced });
         console.log(`${name}: ${produced.length} records produced over 20 kill -9 rounds`);
 
-        server = await startServer({ dataDir });
+        const server = await startServer({ dataDir });
         try {
           const caught = await waitCaughtUp(server, driver, id, topic);
           const held = await heldRecords(server, id, /rec-\d{5}/g);

@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import readline from 'node:readline';
 import {
-  startServer, get, post, expectStatus, expectError, sleep, uniqueId, waitSession, WAIT_TIMEOUT_MS, freePort,
+  startServer, get, post, expectError, sleep, uniqueId, waitSession, WAIT_TIMEOUT_MS, freePort,
 } from './harness.js';
-import { sourceSuite, createSourceSession, waitCaughtUp, heldRecords } from './source_suite.js';
+import { sourceSuite, createSourceSession, waitCaughtUp, heldRecords, lineProducer } from './source_suite.js';
 
 const KAFKA_MOCK = process.env.AOI_KAFKA_MOCK;
 const KCAT = process.env.AOI_KCAT || '/usr/bin/kcat';
@@ -70,33 +70,21 @@ async function endOf(topic, partition = 0) {
   return high > 0 ? String(high - 1) : '';
 }
 
-// A producer that keeps adding "rec-NNNNN" messages through one kcat until stopped; stop() resolves once kcat
-// has had every one acknowledged and exited (so `produced` is exactly what the partition holds).
-function startProducer(topic, produced) {
-  const child = spawn(KCAT, ['-P', '-b', kafka.bootstrap, '-t', topic, '-p', '0', '-X', 'acks=all',
-    '-X', 'linger.ms=1'], { stdio: ['pipe', 'ignore', 'inherit'] });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const timer = setInterval(() => {
-    const batch = [];
-    for (let i = 0; i < 3; i++) batch.push(`rec-${String(produced.length + batch.length).padStart(5, '0')}`);
-    produced.push(...batch);
-    child.stdin.write(batch.map((m) => `${m}\n`).join(''));
-  }, 15);
-  return {
-    async stop() {
-      clearInterval(timer);
-      child.stdin.end();
-      assert.equal(await exited, 0, 'kcat produced every message');
-    },
-  };
-}
+// Messages produced through one kcat, each acknowledged by the broker before kcat exits.
+const startProducer = (topic, produced, perTick) => lineProducer(
+  spawn(KCAT, ['-P', '-b', kafka.bootstrap, '-t', topic, '-p', '0', '-X', 'acks=all', '-X', 'linger.ms=1'],
+    { stdio: ['pipe', 'ignore', 'inherit'] }),
+  produced, { perTick });
 
 const driver = {
   name: 'kafka',
   url: (topic) => sourceUrl(topic),
   createTopic: (topic) => ask(`topic ${topic} 1`),
   produce: async (topic, messages) => produce(topic, messages),
-  end: (topic) => endOf(topic),
+  caughtUp: async (topic) => {
+    const end = await endOf(topic);
+    return (s) => s.source.position === end;
+  },
   startProducer,
   async outage() {
     await ask('down');
@@ -104,6 +92,7 @@ const driver = {
   },
   errorPattern: /kafka 127\.0\.0\.1:\d+/,
   positionPattern: /\d+/,
+  exactlyOnce: true,
 };
 
 sourceSuite(driver);

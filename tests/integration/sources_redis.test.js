@@ -11,7 +11,7 @@ import path from 'node:path';
 import {
   startServer, get, post, del, expectStatus, expectError, sleep, uniqueId, WAIT_TIMEOUT_MS, freePort,
 } from './harness.js';
-import { sourceSuite, createSourceSession, waitCaughtUp } from './source_suite.js';
+import { sourceSuite, createSourceSession, waitCaughtUp, lineProducer } from './source_suite.js';
 
 const REDIS_SERVER = process.env.AOI_REDIS_SERVER || '/usr/bin/redis-server';
 const REDIS_CLI = process.env.AOI_REDIS_CLI || '/usr/bin/redis-cli';
@@ -74,25 +74,10 @@ after(async () => {
 
 const sourceUrl = (key, options = '') => `redis://127.0.0.1:${redis.port}/${key}${options}`;
 
-// A producer that keeps adding "rec-NNNNN" entries through one redis-cli until stopped; stop() resolves once
-// redis-cli has added every one written (so `produced` is exactly what the stream holds).
-function startProducer(key, produced) {
-  const child = spawn(REDIS_CLI, ['-h', '127.0.0.1', '-p', String(redis.port)], { stdio: ['pipe', 'ignore', 'inherit'] });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const timer = setInterval(() => {
-    const batch = [];
-    for (let i = 0; i < 3; i++) batch.push(`rec-${String(produced.length + batch.length).padStart(5, '0')}`);
-    produced.push(...batch);
-    child.stdin.write(batch.map((m) => `XADD ${key} * m ${m}\n`).join(''));
-  }, 15);
-  return {
-    async stop() {
-      clearInterval(timer);
-      child.stdin.end();
-      assert.equal(await exited, 0, 'redis-cli produced every entry');
-    },
-  };
-}
+// Entries added through one redis-cli ("m" the message field).
+const startProducer = (key, produced, perTick) => lineProducer(
+  spawn(REDIS_CLI, ['-h', '127.0.0.1', '-p', String(redis.port)], { stdio: ['pipe', 'ignore', 'inherit'] }),
+  produced, { perTick, line: (m) => `XADD ${key} * m ${m}` });
 
 const clientsNamed = (id) => cli('CLIENT', 'LIST').split('\n').filter((l) => l.includes(`name=aoi:${id}`)).length;
 
@@ -100,7 +85,10 @@ const driver = {
   name: 'redis',
   url: (key) => sourceUrl(key),
   produce: async (key, messages) => produce(key, messages),
-  end: async (key) => lastId(key),
+  caughtUp: async (key) => {
+    const end = lastId(key);
+    return (s) => s.source.position === end;
+  },
   startProducer,
   consumers: async (id) => clientsNamed(id),
   async outage() {
@@ -109,6 +97,7 @@ const driver = {
   },
   errorPattern: /redis 127\.0\.0\.1:\d+/,
   positionPattern: /\d+-\d+/,
+  exactlyOnce: true,
 };
 
 sourceSuite(driver);
@@ -158,7 +147,7 @@ test('a source that is no source, or cannot be reached, is refused at creation n
   const server = await startServer({ memoryOnly: true });
   try {
     const create = (source) => post(server, '/v1/sessions', { source });
-    expectError(await create({ url: 'mqtt://127.0.0.1:1883/ticks' }), 422, 'invalid_value', 'source.url');
+    expectError(await create({ url: 'nats://127.0.0.1:4222/ticks' }), 422, 'invalid_value', 'source.url');
     expectError(await create({ url: 'redis://127.0.0.1:6379' }), 422, 'invalid_value', 'source.url');
     expectError(await create({ url: 'redis://user:secret@127.0.0.1:6379/k' }), 422, 'invalid_value', 'source.url');
     expectError(await create({ url: sourceUrl('k'), format: 'xml' }), 422, 'invalid_value', 'source.format');

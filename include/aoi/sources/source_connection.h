@@ -18,9 +18,9 @@
 namespace aoi::sources {
 
 struct SourceMessage {
-  std::string position;  // a Redis entry id ("1700000000000-0"), a Kafka offset ("42")
-  // A Redis entry's fields; a Kafka message is one field, its value. One field is the message itself, decoded
-  // as the source's format says; several are an object of text fields.
+  std::string position;  // a Redis entry id ("1700000000000-0"), a Kafka offset ("42"), MQTT's "MID:HASH"
+  // A Redis entry's fields; a Kafka or MQTT message is one field, its value or payload. One field is the message
+  // itself, decoded as the source's format says; several are an object of text fields.
   std::vector<std::pair<std::string, std::string>> fields;
   std::optional<std::uint64_t> time_ms;  // when the broker took it, where it says
 };
@@ -50,10 +50,11 @@ class SourceConnection {
 };
 
 // Connects (and authenticates, where the URL names credentials) within `timeout` and checks that the topic
-// can be read; client_name is how the broker lists the connection, group_default the commit group when the
-// URL names none (Kafka). Errors: not_ready naming the broker and why (refused, timed out, auth failed);
-// invalid naming source.url (the key is not a stream, the topic or partition does not exist).
+// can be read, as the consumer of session `session_id` (how the broker lists the connection, Kafka's default
+// group, MQTT's persistent session) — or, with no session id, as a check that leaves nothing on the broker.
+// Errors: not_ready naming the broker and why (refused, timed out, auth failed); invalid naming source.url (a
+// Redis key that is not a stream, a Kafka partition that does not exist, an MQTT subscription refused).
 Result<std::unique_ptr<SourceConnection>> connect_source(const SourceUrl& url, std::chrono::milliseconds timeout,
-                                                         std::string_view client_name, std::string_view group_default);
+                                                         std::string_view session_id);
 
 }  // namespace aoi::sources

@@ -5,6 +5,8 @@
 //          [&security_protocol=plaintext|ssl|sasl_plaintext|sasl_ssl][&sasl_mechanism=PLAIN|SCRAM-SHA-256|...]
 //          [&username=NAME][&password_env=VAR|&password_file=PATH]
 //
+//   mqtt://HOST:PORT/TOPIC-FILTER[?qos=0|1][&username=NAME][&password_env=VAR|&password_file=PATH]
+//
 // start: "0" (the default) consumes the stream or partition from its first entry, "$" only what is added after
 // the session is created. group: where the session's position is committed for other tools to see (a Redis
 // consumer group's last-delivered id; Kafka group offsets, "aoi.SESSION" unless named). key (Kafka): only the
@@ -27,13 +29,14 @@ struct Endpoint {
 };
 
 struct SourceUrl {
-  enum class Broker { kRedis, kKafka };
+  enum class Broker { kRedis, kKafka, kMqtt };
   Broker broker = Broker::kRedis;
   std::vector<Endpoint> endpoints;  // one for Redis; Kafka's bootstrap servers
-  std::string topic;                // the Redis stream key, the Kafka topic
+  std::string topic;                // the Redis stream key, the Kafka topic, the MQTT topic filter
   std::string start = "0";
   std::string group;               // empty: Redis commits nowhere, Kafka to "aoi.SESSION"
   int partition = 0;               // Kafka
+  int qos = 1;                     // MQTT
   std::optional<std::string> key;  // Kafka: only the messages with this key
   std::string security_protocol;   // Kafka, as librdkafka names it (empty: plaintext)
   std::string sasl_mechanism;      // Kafka
@@ -45,8 +48,8 @@ struct SourceUrl {
   std::string where() const;
 };
 
-// Errors: Error::invalid("source.url", why) — another scheme (mqtt:// names a broker this build has no client
-// for), no host or topic, a port out of range, credentials in the URL, an option the broker does not take.
+// Errors: Error::invalid("source.url", why) — another scheme, no host or topic, a port out of range, credentials in the
+// URL, an option the broker does not take.
 Result<SourceUrl> parse_source_url(std::string_view url);
 
 // The password the URL names, read now (empty when it names none). Errors: Error::invalid("source.url", ...)
