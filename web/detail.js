@@ -6,7 +6,7 @@ import {
 } from './api.js';
 import { drawChart, drawSparkline } from './chart.js';
 import {
-  answerText, byId, el, formatBytes, formatInt, formatMs, formatTime, plural, sleep,
+  answerText, byId, el, formatBytes, formatInt, formatMs, formatTime, plural, sleep, sourceState,
 } from './dom.js';
 
 const RECORDS_SHOWN = 12;
@@ -75,6 +75,15 @@ export class SessionView {
       `${formatInt(session.records?.pushed)} pushed, ${formatInt(session.pending)} pending, ` +
       `${formatInt(session.records?.dropped)} dropped · KV ${formatInt(session.kv?.cells_used)} cells ` +
       `(${formatBytes(session.kv?.bytes)})`;
+    const source = session.source;
+    byId('detail-source').hidden = !source;
+    if (source) {
+      byId('detail-source').dataset.state = source.connected ? 'connected' : 'disconnected';
+      byId('detail-source').textContent =
+        `Source ${source.url}: ${sourceState(source)} · at ${source.position || 'its start'} · ` +
+        `${formatInt(source.messages)} read, ${formatInt(source.rejected)} rejected, ` +
+        `${formatInt(source.reconnects)} reconnects${source.error ? ` · ${source.error}` : ''}`;
+    }
     const listed = new Set();
     for (const f of session.flash ?? []) {
       listed.add(f.fid);

@@ -27,6 +27,16 @@ export function plural(n, noun) {
   return `${formatInt(n)} ${noun}${n === 1 ? '' : 's'}`;
 }
 
+// A source session's consumer in a few words: "connected", "connected · 120 behind", "disconnected".
+export function sourceState(source) {
+  if (!source) return '';
+  if (!source.connected) return 'disconnected';
+  if (source.waiting_for_room) return 'connected · waiting for room';
+  if (source.lag_records > 0) return `connected · ${formatInt(source.lag_records)} behind`;
+  if (source.lag_seconds > 0) return `connected · ${source.lag_seconds.toFixed(1)} s behind`;
+  return 'connected';
+}
+
 export function formatBytes(n) {
   if (!Number.isFinite(n)) return '–';
   if (n < 1024) return `${n} B`;

@@ -1,5 +1,5 @@
 // The sessions table: one row per session the key can list, refreshed from GET /v1/sessions.
-import { el, formatBytes, formatInt } from './dom.js';
+import { el, formatBytes, formatInt, sourceState } from './dom.js';
 
 const COLUMNS = [
   { head: 'session', cell: (s) => s.id, cls: 'id' },
@@ -21,6 +21,13 @@ const COLUMNS = [
   {
     head: 'dropped', cell: (s) => formatInt(s.records?.dropped), cls: (s) => (s.records?.dropped > 0 ? 'num warn' : 'num'),
     title: (s) => `${formatInt(s.records?.rejected)} rejected`,
+  },
+  {
+    head: 'source', cell: (s) => (s.source ? sourceState(s.source) : '–'),
+    cls: (s) => `source ${s.source ? (s.source.connected ? 'connected' : 'disconnected') : ''}`,
+    title: (s) => (s.source ? `${s.source.url} at ${s.source.position || 'its start'}; ` +
+      `${formatInt(s.source.messages)} read, ${formatInt(s.source.rejected)} rejected, ` +
+      `${formatInt(s.source.reconnects)} reconnects${s.source.error ? `; ${s.source.error}` : ''}` : undefined),
   },
   { head: 'queries', cell: (s) => formatInt(s.queries), cls: 'num' },
   { head: 'flash', cell: (s) => formatInt(s.flash?.length ?? 0), cls: 'num' },

@@ -66,6 +66,9 @@ Result<std::unique_ptr<KafkaPartition>> KafkaPartition::connect(const SourceUrl&
       {"reconnect.backoff.ms", "100"},
       {"reconnect.backoff.max.ms", "5000"},
       {"log.connection.close", "false"},
+      // How long a fetch waits at the broker for new messages: a bound on the latency of a lone message where
+      // the broker answers only then (librdkafka's mock cluster does; a real broker answers when data arrives).
+      {"fetch.wait.max.ms", "100"},
   };
   for (const auto& [name, value] : settings) {
     if (rd_kafka_conf_set(conf, name, value.c_str(), why, sizeof(why)) != RD_KAFKA_CONF_OK) {

@@ -9,10 +9,12 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } f
 import os from 'node:os';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
+import { spawnSync } from 'node:child_process';
 import {
   AOI_BIN, BAR_TEMPLATE, SMALL_SESSION, WAIT_TIMEOUT_MS, barRecords, createSession, del, expectError, expectStatus,
-  get, post, pushRecords, sleep, startServer, textRecords, uniqueId, useServer, waitIngested, waitSession,
+  freePort, get, post, pushRecords, sleep, startServer, textRecords, uniqueId, useServer, waitIngested, waitSession,
 } from './harness.js';
+import { MOSQUITTO_PUB, startMosquitto, stopBroker } from './brokers.js';
 
 const CHROMIUM = process.env.AOI_CHROMIUM || '/usr/bin/chromium';
 // Screenshots go beside the build (build/test-output for build/tools/aoi) unless AOI_TEST_OUTPUT_DIR says where.
@@ -307,6 +309,49 @@ test('in Chromium: a wrong key is refused; a tenant sees its own sessions; a del
     await context.close();
   }
 });
+
+test('in Chromium: a source session shows its consumer: connected, what it read, and when its broker is gone',
+  async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'aoi-dashboard-mqtt-'));
+    const port = await freePort();
+    let mosquitto = await startMosquitto(port, dir);
+    const id = uniqueId('fed');
+    const { page, context, problems } = await openPage(`${ctx.server.url}/`);
+    try {
+      expectStatus(await post(ctx.server, '/v1/sessions', {
+        id, ...SMALL_SESSION, source: { url: `mqtt://127.0.0.1:${port}/plant/%23`, format: 'json' },
+      }), 201);
+      const r = spawnSync(MOSQUITTO_PUB, ['-h', '127.0.0.1', '-p', String(port), '-t', 'plant/boiler', '-q', '1',
+        '-l'], { input: '{"temp": 81}\n{"temp": 82}\n{"temp": 83}\n', encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      await waitSession(ctx.server, id, (x) => x.source.messages === 3, 'the three messages read');
+      await enterKey(page, KEY);
+      await page.waitForSelector(`tr[data-id="${id}"]`);
+      await page.click(`tr[data-id="${id}"]`);
+      await waitInPage(page, 'the source connected in the table and the detail', (sid, p) =>
+        document.querySelector(`tr[data-id="${sid}"] td.source`)?.textContent === 'connected' &&
+        document.getElementById('detail-source').hidden === false &&
+        document.getElementById('detail-source').textContent.startsWith(`Source mqtt://127.0.0.1:${p}/plant/%23: connected`) &&
+        document.getElementById('detail-source').textContent.includes('3 read'), id, port);
+      await stopBroker(mosquitto);
+      mosquitto = null;
+      await waitInPage(page, 'the source disconnected, with the reason', (sid) =>
+        document.querySelector(`tr[data-id="${sid}"] td.source`)?.textContent === 'disconnected' &&
+        document.getElementById('detail-source').dataset.state === 'disconnected' &&
+        /mqtt 127\.0\.0\.1:\d+/.test(document.getElementById('detail-source').textContent), id);
+      // A session without a source shows none.
+      await page.click(`tr[data-id="${SESSION}"]`);
+      await waitInPage(page, 'no source line for a pushed session', (sid) =>
+        document.getElementById('detail-id').textContent === sid &&
+        document.getElementById('detail-source').hidden === true, SESSION);
+      assert.deepEqual(problems, [], `the console reported:\n${problems.join('\n')}`);
+    } finally {
+      await context.close();
+      await del(ctx.server, `/v1/sessions/${id}`);
+      if (mosquitto) await stopBroker(mosquitto);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
 test('in Chromium: a server that goes away shows the retry indicator', async () => {
   await launchBrowser();

@@ -1,7 +1,7 @@
 // Sessions fed by a Kafka partition (`"source": {"url": "kafka://..."}`). Debian 12 packages no Kafka broker:
 // the broker here is librdkafka's mock cluster (the Kafka-protocol broker librdkafka's own test suite uses),
-// run by the aoi-kafka-mock helper on a loopback TCP port, and messages are produced with Debian's kcat, both
-// speaking the Kafka protocol to it as to any broker. Every broker's tests (source_suite.js), and Kafka's own —
+// run by the aoi-kafka-mock helper on a loopback TCP port, and messages are produced with Debian's kcat (and,
+// for a steady stream, the helper's own producer), speaking the Kafka protocol to it as to any broker. Every broker's tests (source_suite.js), and Kafka's own —
 // the group offsets committed, a key filter on a partition, lag in records, the refusals at creation.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +10,7 @@ import readline from 'node:readline';
 import {
   startServer, get, post, expectError, sleep, uniqueId, waitSession, WAIT_TIMEOUT_MS, freePort,
 } from './harness.js';
-import { sourceSuite, createSourceSession, waitCaughtUp, heldRecords, lineProducer } from './source_suite.js';
+import { sourceSuite, createSourceSession, waitCaughtUp, heldRecords } from './source_suite.js';
 
 const KAFKA_MOCK = process.env.AOI_KAFKA_MOCK;
 const KCAT = process.env.AOI_KCAT || '/usr/bin/kcat';
@@ -70,11 +70,25 @@ async function endOf(topic, partition = 0) {
   return high > 0 ? String(high - 1) : '';
 }
 
-// Messages produced through one kcat, each acknowledged by the broker before kcat exits.
-const startProducer = (topic, produced, perTick) => lineProducer(
-  spawn(KCAT, ['-P', '-b', kafka.bootstrap, '-t', topic, '-p', '0', '-X', 'acks=all', '-X', 'linger.ms=1'],
-    { stdio: ['pipe', 'ignore', 'inherit'] }),
-  produced, { perTick });
+// A producer that keeps adding "rec-NNNNN" messages (perTick every 15 ms) through the helper's own producer,
+// each sent at once (kcat -P reads its input in blocks, so a held-open kcat would produce in bursts); stop()
+// resolves once every one is acknowledged (so `produced` is exactly what the partition holds).
+function startProducer(topic, produced, perTick = 3) {
+  let last = Promise.resolve();
+  const timer = setInterval(() => {
+    for (let i = 0; i < perTick; i++) {
+      const m = `rec-${String(produced.length).padStart(5, '0')}`;
+      produced.push(m);
+      last = ask(`produce ${topic} 0 ${m}`);
+    }
+  }, 15);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await last;
+    },
+  };
+}
 
 const driver = {
   name: 'kafka',

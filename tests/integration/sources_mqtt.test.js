@@ -7,47 +7,22 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
   startServer, tempDataDir, get, post, expectError, sleep, uniqueId, WAIT_TIMEOUT_MS,
   freePort,
 } from './harness.js';
+import { MOSQUITTO_PUB, startMosquitto, stopBroker } from './brokers.js';
 import { sourceSuite, createSourceSession, waitCaughtUp, heldRecords, killRounds, lineProducer } from './source_suite.js';
 
-const MOSQUITTO = process.env.AOI_MOSQUITTO || '/usr/sbin/mosquitto';
-const MOSQUITTO_PUB = process.env.AOI_MOSQUITTO_PUB || '/usr/bin/mosquitto_pub';
 
 let broker = null; // { child, port, dir }
+const stopMosquitto = () => stopBroker(broker.child);
 const producedTo = new Map(); // topic -> messages published
 
-// Starts mosquitto on `port` with its persistence in `dir`, and waits until it takes a publish.
-async function startMosquitto(port, dir) {
-  const conf = path.join(dir, 'mosquitto.conf');
-  writeFileSync(conf, [`listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence true',
-    `persistence_location ${dir}/`, 'log_dest none', ''].join('\n'));
-  const child = spawn(MOSQUITTO, ['-c', conf], { stdio: 'ignore' });
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const r = spawnSync(MOSQUITTO_PUB, ['-h', '127.0.0.1', '-p', String(port), '-t', 'aoi/ping', '-m', 'ping']);
-    if (r.status === 0) break;
-    assert.ok(Date.now() < deadline, 'mosquitto did not take a publish within 20 s');
-    await sleep(50);
-  }
-  return child;
-}
-
-async function stopMosquitto() {
-  broker.child.kill('SIGTERM');  // it writes its persistence file on the way out
-  await new Promise((resolve) => (broker.child.exitCode !== null ? resolve() : broker.child.once('exit', resolve)));
-}
-
 before(async () => {
-  for (const [bin, arg] of [[MOSQUITTO, '-h'], [MOSQUITTO_PUB, '--help']]) {
-    assert.ok(spawnSync(bin, [arg]).error === undefined,
-      `${bin} is missing: the MQTT source tests need Debian's mosquitto and mosquitto-clients (scripts/setup.sh --tests)`);
-  }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'aoi-mosquitto-'));
   const port = await freePort();
   broker = { child: await startMosquitto(port, dir), port, dir };

@@ -8,7 +8,9 @@
 // one line: "topic NAME PARTITIONS" (creates it), "down" / "up" (the broker stops / starts answering, as a
 // broker restarted), "end TOPIC PARTITION"
 // (the partition's high watermark), "committed GROUP TOPIC PARTITION" (the group's committed offset, -1 for
-// none). It ends on end of input.
+// none), "produce TOPIC PARTITION VALUE" (the rest of the line as one message, answered with its offset once
+// the broker has it: a producer that sends each message at once, where kcat -P reads its input in blocks).
+// It ends on end of input.
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
@@ -48,6 +50,21 @@ std::string committed(const std::string& bootstrap, const std::string& group, co
   return out;
 }
 
+void delivered(rd_kafka_t* /*rk*/, const rd_kafka_message_t* m, void* /*opaque*/) {
+  *static_cast<std::int64_t*>(m->_private) = m->err == RD_KAFKA_RESP_ERR_NO_ERROR ? m->offset : -1;
+}
+
+std::string produce(rd_kafka_t* producer, const std::string& topic, int partition, const std::string& value) {
+  std::int64_t offset = -2;
+  const rd_kafka_resp_err_t err =
+      rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+                        RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(&offset), RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return std::string("error ") + rd_kafka_err2str(err);
+  rd_kafka_flush(producer, kTimeoutMs);
+  return offset >= 0 ? std::to_string(offset) : std::string("error not delivered");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +96,7 @@ int main(int argc, char** argv) {
   }
   const std::string bootstrap = rd_kafka_mock_cluster_bootstraps(cluster);
   std::cout << "bootstrap " << bootstrap << std::endl;
+  rd_kafka_t* producer = nullptr;  // made at the first "produce"
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);
@@ -110,6 +128,21 @@ int main(int argc, char** argv) {
       std::cout << (err == RD_KAFKA_RESP_ERR_NO_ERROR ? std::to_string(high)
                                                       : std::string("error ") + rd_kafka_err2str(err))
                 << std::endl;
+    } else if (command == "produce") {
+      std::string topic;
+      int partition = 0;
+      in >> topic >> partition;
+      std::string value;
+      std::getline(in >> std::ws, value);
+      if (producer == nullptr) {
+        rd_kafka_conf_t* pconf = rd_kafka_conf_new();
+        rd_kafka_conf_set(pconf, "bootstrap.servers", bootstrap.c_str(), why, sizeof(why));
+        rd_kafka_conf_set(pconf, "linger.ms", "0", why, sizeof(why));
+        rd_kafka_conf_set(pconf, "acks", "all", why, sizeof(why));
+        rd_kafka_conf_set_dr_msg_cb(pconf, delivered);
+        producer = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, why, sizeof(why));
+      }
+      std::cout << produce(producer, topic, partition, value) << std::endl;
     } else if (command == "committed") {
       std::string group;
       std::string topic;
@@ -120,6 +153,7 @@ int main(int argc, char** argv) {
       std::cout << "error unknown command '" << command << "'" << std::endl;
     }
   }
+  if (producer != nullptr) rd_kafka_destroy(producer);
   rd_kafka_mock_cluster_destroy(cluster);
   rd_kafka_destroy(owner);
   return 0;
