@@ -20,7 +20,7 @@ esac
 # fetches llama.cpp's source (scripts/fetch-llama.sh).
 packages=(
   build-essential cmake git ca-certificates pkg-config ccache
-  libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libhiredis-dev librdkafka-dev libmosquitto-dev
+  libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libhiredis-dev librdkafka-dev libmosquitto-dev libssl-dev
   curl python3
 )
 # Tests and benchmarks only: GoogleTest (tests/unit), Google Benchmark (bench/ring, bench/render), gnuplot (the

@@ -53,6 +53,15 @@ nlohmann::json event_data(const service::EventBody& body) {
             why.message = "flash query " + e.fid + " failed: " + why.message;
             return error_object(why);
           },
+          [](const service::SinkFailed& e) -> nlohmann::json {
+            Error why = e.why;
+            why.message = "flash query " + e.fid + ": publishing the answer of version " + std::to_string(e.version) +
+                          " to " + e.url + " failed (attempt " + std::to_string(e.attempts) +
+                          ", tried again): " + why.message;
+            nlohmann::json j = error_object(why);
+            j["sink"] = e.url;
+            return j;
+          },
           [](const service::RecordsDropped& e) -> nlohmann::json {
             Error why = e.why;
             why.message = std::to_string(e.n) + (e.pending ? " pending" : "") + " records dropped: " + why.message;

@@ -27,8 +27,9 @@ class SessionHandle;
 }  // namespace aoi::service
 
 namespace aoi::sources {
+class SinkManager;
 class SourceManager;
-}
+}  // namespace aoi::sources
 
 namespace aoi::server {
 
@@ -56,6 +57,7 @@ struct Call {
   // answers 404, and one that took its id since (perhaps another tenant's) is never touched.
   std::shared_ptr<service::SessionHandle> session;
   sources::SourceManager* sources = nullptr;  // the source sessions' consumers; null when none run
+  sources::SinkManager* sinks = nullptr;      // the flash queries' sinks; null when none run
 };
 
 // 429 naming the quota, with Retry-After.

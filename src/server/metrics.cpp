@@ -161,7 +161,7 @@ void Metrics::observe_completion(std::string_view api, double seconds) {
 }
 
 std::string Metrics::render(const service::ServiceStats& st, const std::vector<service::SessionView>& sessions,
-                            const TenantView& tenants, std::size_t per_session, const SourceMetrics* sources) const {
+                            const TenantView& tenants, std::size_t per_session, const BrokerMetrics* sources) const {
   auto tenant_of = [&](const std::string& id) {
     const auto it = tenants.owner.find(id);
     return it == tenants.owner.end() ? std::string() : it->second;
@@ -382,6 +382,22 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
         }
       }
     };
+    if (sources->sinks) {
+      const sources::SinkTotals& k = *sources->sinks;
+      header(out, "aoi_sinks", "gauge", "Flash queries' sinks by state (failing: an error since the last success).");
+      sample(out, "aoi_sinks", "state=\"ok\"", k.sinks - k.failing);
+      sample(out, "aoi_sinks", "state=\"failing\"", k.failing);
+      header(out, "aoi_sink_published_total", "counter", "Flash answers the sinks have (acknowledged).");
+      sample(out, "aoi_sink_published_total", "", static_cast<double>(k.published));
+      header(out, "aoi_sink_skipped_total", "counter", "Flash answers the sinks' notify rules left out.");
+      sample(out, "aoi_sink_skipped_total", "", static_cast<double>(k.skipped));
+      header(out, "aoi_sink_failures_total", "counter", "Publishes to sinks that failed (each tried again).");
+      sample(out, "aoi_sink_failures_total", "", static_cast<double>(k.failures));
+      header(out, "aoi_sink_dropped_total", "counter", "Flash answers dropped from a sink's full queue.");
+      sample(out, "aoi_sink_dropped_total", "", static_cast<double>(k.dropped));
+      header(out, "aoi_sink_pending", "gauge", "Flash answers waiting for their sinks.");
+      sample(out, "aoi_sink_pending", "", static_cast<double>(k.pending));
+    }
     per_source("aoi_session_source_lag_seconds", "How far behind its stream, by session.",
                [](const sources::SourceStatus& source) { return source.lag_seconds; });
     per_source("aoi_session_source_lag_records", "Messages the session's source has yet to read, by session.",

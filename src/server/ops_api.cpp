@@ -50,8 +50,11 @@ net::awaitable<Outcome> metrics(Call& call) {
   res.set(http::field::server, "aoi");
   res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res.keep_alive(call.request.keep_alive());
-  std::optional<SourceMetrics> sources;
-  if (call.sources != nullptr) sources = SourceMetrics{call.sources->totals(), call.sources->statuses()};
+  std::optional<BrokerMetrics> sources;
+  if (call.sources != nullptr) {
+    sources = BrokerMetrics{call.sources->totals(), call.sources->statuses(), std::nullopt};
+    if (call.sinks != nullptr) sources->sinks = call.sinks->totals();
+  }
   res.body() = call.metrics.render(call.service.stats(), sessions, tenants, call.options.metrics_per_session,
                                    sources ? &*sources : nullptr);
   res.prepare_payload();

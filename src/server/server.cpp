@@ -189,6 +189,7 @@ struct Server::Impl {
   std::vector<std::thread> threads;
   std::atomic<service::Service*> service{nullptr};
   std::atomic<sources::SourceManager*> sources{nullptr};
+  std::atomic<sources::SinkManager*> sinks{nullptr};
   std::vector<Route> routes;
   Metrics metrics;
   std::atomic<bool> stopped{false};
@@ -343,9 +344,9 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   }
   // A public route without a key: a caller that owns nothing and may see nothing.
   if (tenant == nullptr) tenant = std::make_shared<const Tenant>(Tenant{"(public)", false, {}});
-  Call call{options,           *svc,  metrics,           req,    stream,
-            std::move(params), query, std::move(tenant), quotas, std::move(session),
-            sources.load()};
+  Call call{options,           *svc,        metrics,           req,    stream,
+            std::move(params), query,       std::move(tenant), quotas, std::move(session),
+            sources.load(),    sinks.load()};
   co_return co_await found->handler(call);
 }
 
@@ -484,8 +485,9 @@ Status Server::reload_keys() {
   return {};
 }
 
-void Server::set_service(service::Service* service, sources::SourceManager* sources) {
-  impl_->sources = sources;  // before the service: a request that sees the service sees its sources
+void Server::set_service(service::Service* service, sources::SourceManager* sources, sources::SinkManager* sinks) {
+  impl_->sources = sources;  // before the service: a request that sees the service sees its sources and sinks
+  impl_->sinks = sinks;
   impl_->service = service;
 }
 

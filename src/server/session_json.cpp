@@ -1,6 +1,9 @@
 #include "session_json.h"
 
+#include <regex>
+
 #include "aoi/engine/model.h"
+#include "aoi/sources/sink_url.h"
 #include "aoi/sources/source_url.h"
 #include "json_fields.h"
 #include "sampling_json.h"
@@ -257,24 +260,67 @@ json session_json(const service::SessionView& s, const service::SessionHandle& h
 json flash_json(const service::FlashQuery& f) {
   // Not evaluated yet: the answer fields are null.
   const bool evaluated = f.answer.finish != engine::FinishReason::kNone;
-  return {{"fid", f.fid},
-          {"question", f.question},
-          {"max_tokens", f.max_tokens},
-          {"answer", evaluated ? json(f.answer.text) : json(nullptr)},
-          {"logit_gap", evaluated ? json(f.answer.logit_gap) : json(nullptr)},
-          {"version", evaluated ? json(f.answer.version) : json(nullptr)},
-          {"eval_ms", evaluated ? json(f.answer.eval_ms) : json(nullptr)}};
+  json out = {{"fid", f.fid},
+              {"question", f.question},
+              {"max_tokens", f.max_tokens},
+              {"answer", evaluated ? json(f.answer.text) : json(nullptr)},
+              {"logit_gap", evaluated ? json(f.answer.logit_gap) : json(nullptr)},
+              {"version", evaluated ? json(f.answer.version) : json(nullptr)},
+              {"eval_ms", evaluated ? json(f.answer.eval_ms) : json(nullptr)}};
+  if (f.sink) {
+    out["sink"] = {{"url", f.sink->url},
+                   {"notify", f.sink->notify == service::FlashSink::Notify::kChange ? "change" : "always"},
+                   {"match", f.sink->match.empty() ? json(nullptr) : json(f.sink->match)}};
+  }
+  return out;
 }
 
-Result<std::pair<std::string, int>> parse_flash(const json& body) {
+Result<FlashRegistration> parse_flash(const json& body) {
   Fields f(body);
+  FlashRegistration out;
   auto question = f.string("question");
   if (!question) return question.error();
   if (!*question) return Error::invalid("question", "a question is needed");
+  out.question = **question;
   auto max_tokens = f.integer("max_tokens", 1, 1024);
   if (!max_tokens) return max_tokens.error();
+  out.max_tokens = static_cast<int>(max_tokens->value_or(8));
+  auto sink = f.object("sink");
+  if (!sink) return sink.error();
+  if (*sink) {
+    Fields s(**sink, "sink");
+    service::FlashSink fs;
+    auto url = s.string("url");
+    if (!url) return url.error();
+    if (!*url) {
+      return Error::invalid("sink.url",
+                            "a sink needs its url (kafka://HOST:PORT/TOPIC, redis://HOST:PORT/STREAM-KEY, "
+                            "mqtt://HOST:PORT/TOPIC or http://HOST:PORT/PATH)");
+    }
+    fs.url = **url;
+    if (auto parsed = sources::parse_sink_url(fs.url); !parsed) return parsed.error();
+    auto notify = s.string("notify");
+    if (!notify) return notify.error();
+    if (*notify && **notify == "change") {
+      fs.notify = service::FlashSink::Notify::kChange;
+    } else if (*notify && **notify != "always") {
+      return Error::invalid("sink.notify", "must be \"always\" or \"change\"");
+    }
+    auto match = s.string("match");
+    if (!match) return match.error();
+    if (*match) {
+      try {
+        std::regex check(**match, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        return Error::invalid("sink.match", std::string("not a regular expression: ") + e.what());
+      }
+      fs.match = **match;
+    }
+    if (Status st = s.no_unknown_fields(); !st) return st.error();
+    out.sink = std::move(fs);
+  }
   if (Status st = f.no_unknown_fields(); !st) return st.error();
-  return std::make_pair(**question, static_cast<int>(max_tokens->value_or(8)));
+  return out;
 }
 
 json prompt_json(const service::Service::Prompt& p, const engine::Model& model) {

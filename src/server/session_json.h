@@ -25,8 +25,14 @@ nlohmann::json session_json(const service::SessionView& snapshot, const service:
 nlohmann::json push_json(const service::PushResult& pushed);
 nlohmann::json flash_json(const service::FlashQuery& query);
 nlohmann::json prompt_json(const service::Service::Prompt& prompt, const engine::Model& model);
-// {"question", "max_tokens"?} of a flash registration. Unknown fields are refused.
-Result<std::pair<std::string, int>> parse_flash(const nlohmann::json& body);
+// A flash registration: {"question", "max_tokens"?, "sink"?: {"url", "notify"?, "match"?}}. Unknown fields are
+// refused; the sink's URL is checked as the sink will read it (nothing connects yet).
+struct FlashRegistration {
+  std::string question;
+  int max_tokens = 8;
+  std::optional<service::FlashSink> sink;
+};
+Result<FlashRegistration> parse_flash(const nlohmann::json& body);
 nlohmann::json answer_json(const service::QueryOutcome& outcome, bool details);
 
 }  // namespace aoi::server

@@ -347,7 +347,8 @@ net::awaitable<Outcome> add_flash(Call& call) {
   AOI_TRY(body, parse_object(call.request.body()));
   AOI_TRY(flash, parse_flash(body));
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
-  auto added = call.service.add_flash(call.session, flash.first, flash.second);
+  auto added = call.service.add_flash(call.session, flash.question, flash.max_tokens, flash.sink);
+  if (added && added->sink && call.sinks != nullptr) call.sinks->poke();
   if (!added) co_return Outcome{error_response(call.request, added.error())};
   co_return Outcome{json_response(call.request, http::status::created, flash_json(*added))};
 }

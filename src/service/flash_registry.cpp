@@ -29,7 +29,7 @@ std::uint64_t question_hash(std::string_view normalized) {
   return h;
 }
 
-Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens) {
+Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens, std::optional<FlashSink> sink) {
   std::string key = normalize_question(question);
   if (key.empty()) return Error::invalid("question", "question is empty");
   const std::uint64_t hash = question_hash(key);
@@ -44,6 +44,7 @@ Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens) {
   q.fid = "f" + std::to_string(next_fid_++);
   q.question = std::move(question);
   q.max_tokens = max_tokens;
+  q.sink = std::move(sink);
   entries_.push_back({q, std::move(key), hash});
   return q;
 }

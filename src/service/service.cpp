@@ -476,11 +476,12 @@ Result<PushResult> Service::push_text(const SessionRef& h, std::vector<std::stri
       h, std::vector<RecordInput>(std::make_move_iterator(records.begin()), std::make_move_iterator(records.end())));
 }
 
-Result<FlashQuery> Service::add_flash(const SessionRef& h, std::string question, int max_tokens) {
+Result<FlashQuery> Service::add_flash(const SessionRef& h, std::string question, int max_tokens,
+                                      std::optional<FlashSink> sink) {
   if (h->deleted.load()) return deleted_session(*h);
   if (max_tokens < 1 || max_tokens > 1024) return Error::invalid("max_tokens", "must be between 1 and 1024");
   if (normalize_question(question).empty()) return Error::invalid("question", "question is empty");
-  auto added = h->flash().add(std::move(question), max_tokens);
+  auto added = h->flash().add(std::move(question), max_tokens, std::move(sink));
   if (!added) return added.error();
   if (h->files()) {
     // Registered only once it is on disk: a restart keeps it. (A session deleted meanwhile: kNotFound.)
@@ -859,8 +860,9 @@ void Service::query(std::string_view id, QueryRequest request, AnswerConsumer<Qu
   to(Result<QueryOutcome>(unknown_session(id)));
 }
 
-Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens) {
-  if (auto h = handle(id)) return add_flash(h, std::move(question), max_tokens);
+Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens,
+                                      std::optional<FlashSink> sink) {
+  if (auto h = handle(id)) return add_flash(h, std::move(question), max_tokens, std::move(sink));
   return unknown_session(id);
 }
 

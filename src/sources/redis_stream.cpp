@@ -130,6 +130,18 @@ Result<Backlog> RedisStream::backlog(std::string_view position) {
                  .seconds = end_ms > at_ms ? static_cast<double>(end_ms - at_ms) / 1000.0 : 0.0};
 }
 
+Status RedisStream::add(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::vector<std::string> args = {"XADD", url_.topic, "*"};
+  for (const auto& [name, value] : fields) {
+    args.push_back(name);
+    args.push_back(value);
+  }
+  Reply r = command(ctx_, args);
+  if (!r) return lost("XADD");
+  if (r->type == REDIS_REPLY_ERROR) return Error::not_ready("redis " + url_.where() + ": XADD: " + text(r.get()));
+  return {};
+}
+
 Status RedisStream::commit(std::string_view position) {
   if (url_.group.empty()) return {};
   if (!group_created_) {

@@ -28,6 +28,8 @@ Result<std::string> unescape(std::string_view s) {
   return out;
 }
 
+}  // namespace
+
 Result<Endpoint> parse_endpoint(std::string_view authority, int default_port) {
   Endpoint out{.host = std::string(authority), .port = default_port};
   std::string_view port;
@@ -53,8 +55,6 @@ Result<Endpoint> parse_endpoint(std::string_view authority, int default_port) {
   if (out.host.empty()) return bad_url("the host is missing");
   return out;
 }
-
-}  // namespace
 
 std::string SourceUrl::where() const {
   std::string out;

@@ -2,10 +2,15 @@
 // after it: what the source tests and the dashboard's source view run against.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import readline from 'node:readline';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { sleep } from './harness.js';
 
+export const REDIS_SERVER = process.env.AOI_REDIS_SERVER || '/usr/bin/redis-server';
+export const REDIS_CLI = process.env.AOI_REDIS_CLI || '/usr/bin/redis-cli';
+export const KAFKA_MOCK = process.env.AOI_KAFKA_MOCK;
+export const KCAT = process.env.AOI_KCAT || '/usr/bin/kcat';
 export const MOSQUITTO = process.env.AOI_MOSQUITTO || '/usr/sbin/mosquitto';
 export const MOSQUITTO_PUB = process.env.AOI_MOSQUITTO_PUB || '/usr/bin/mosquitto_pub';
 
@@ -34,4 +39,54 @@ export async function startMosquitto(port, dir) {
 export async function stopBroker(child) {
   child.kill('SIGTERM');
   await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve)));
+}
+
+// redis-server on `port` with its data in `dir` (appendonly: a broker that keeps its streams across a restart);
+// resolves once it answers PING.
+export async function startRedis(port, dir) {
+  for (const bin of [REDIS_SERVER, REDIS_CLI]) {
+    assert.ok(spawnSync(bin, ['--version']).status === 0,
+      `${bin} is missing: Debian's redis-server and redis-tools are needed (scripts/setup.sh --tests)`);
+  }
+  const child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
+    '--appendonly', 'yes', '--daemonize', 'no'], { stdio: 'ignore' });
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (spawnSync(REDIS_CLI, ['-p', String(port), 'PING'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') break;
+    assert.ok(Date.now() < deadline, 'redis-server did not answer PING within 20 s');
+    await sleep(50);
+  }
+  return child;
+}
+
+// The aoi-kafka-mock helper (librdkafka's mock cluster: Debian 12 packages no Kafka broker): resolves with
+// { child, bootstrap, ask(line) -> its one-line answer, stop() }.
+export async function startKafkaMock() {
+  assert.ok(KAFKA_MOCK, 'AOI_KAFKA_MOCK names the aoi-kafka-mock helper (ctest sets it)');
+  assert.ok(spawnSync(KCAT, ['-V']).status === 0,
+    `${KCAT} is missing: Debian's kcat is needed (scripts/setup.sh --tests)`);
+  const child = spawn(KAFKA_MOCK, [], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = readline.createInterface({ input: child.stdout });
+  const waiting = [];
+  const pending = [];
+  lines.on('line', (line) => (waiting.length ? waiting.shift()(line) : pending.push(line)));
+  const next = () => new Promise((resolve) => (pending.length ? resolve(pending.shift()) : waiting.push(resolve)));
+  const first = await next();
+  assert.match(first, /^bootstrap \S+$/);
+  let queue = Promise.resolve();
+  const ask = async (line) => {
+    const answer = queue.then(() => {
+      child.stdin.write(`${line}\n`);
+      return next();
+    });
+    queue = answer.catch(() => {});
+    const out = await answer;
+    assert.ok(!out.startsWith('error'), `aoi-kafka-mock ${line}: ${out}`);
+    return out;
+  };
+  const stop = async () => {
+    child.stdin.end();
+    await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve)));
+  };
+  return { child, bootstrap: first.split(' ')[1], ask, stop };
 }

@@ -80,8 +80,10 @@ export function lineProducer(child, produced, { perTick = 3, line = (m) => m } =
 
 // Creates session `id` with the topic as its source in `dataDir`, then runs 20 rounds of: start the server and
 // a producer, and once the consumer has taken something this round, kill -9 the server at a random moment
-// (after `downMs` more of producing while it is down). `produced` ends as every message produced.
-export async function killRounds(driver, { dataDir, id, topic, produced, perTick = 3, downMs = 0 }) {
+// (after `downMs` more of producing while it is down). `produced` ends as every message produced. One message
+// every 15 ms by default: what 20 rounds produce fits the session's window even where a sanitizer makes each
+// start slow.
+export async function killRounds(driver, { dataDir, id, topic, produced, perTick = 1, downMs = 0 }) {
   const kill = async (server) => {
     server.child.kill('SIGKILL');
     await server.exited;

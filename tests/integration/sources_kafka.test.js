@@ -5,53 +5,25 @@
 // the group offsets committed, a key filter on a partition, lag in records, the refusals at creation.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import readline from 'node:readline';
+import { spawnSync } from 'node:child_process';
 import {
   startServer, get, post, expectError, sleep, uniqueId, waitSession, WAIT_TIMEOUT_MS, freePort,
 } from './harness.js';
+import { KCAT, startKafkaMock } from './brokers.js';
 import { sourceSuite, createSourceSession, waitCaughtUp, heldRecords } from './source_suite.js';
 
-const KAFKA_MOCK = process.env.AOI_KAFKA_MOCK;
-const KCAT = process.env.AOI_KCAT || '/usr/bin/kcat';
 
-let kafka = null; // { child, bootstrap, ask(line) -> answer line }
+let kafka = null; // startKafkaMock()
 
 before(async () => {
-  assert.ok(KAFKA_MOCK, 'AOI_KAFKA_MOCK names the aoi-kafka-mock helper (ctest sets it)');
-  assert.ok(spawnSync(KCAT, ['-V']).status === 0,
-    `${KCAT} is missing: the Kafka source tests need Debian's kcat (scripts/setup.sh --tests)`);
-  const child = spawn(KAFKA_MOCK, [], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const lines = readline.createInterface({ input: child.stdout });
-  const waiting = [];
-  const pending = [];
-  lines.on('line', (line) => (waiting.length ? waiting.shift()(line) : pending.push(line)));
-  const next = () => new Promise((resolve) => (pending.length ? resolve(pending.shift()) : waiting.push(resolve)));
-  const first = await next();
-  assert.match(first, /^bootstrap \S+$/);
-  let queue = Promise.resolve();
-  const ask = (line) => {
-    const answer = queue.then(() => {
-      child.stdin.write(`${line}\n`);
-      return next();
-    });
-    queue = answer.catch(() => {});
-    return answer;
-  };
-  kafka = { child, bootstrap: first.split(' ')[1], ask };
+  kafka = await startKafkaMock();
 });
 
 after(async () => {
-  if (!kafka) return;
-  kafka.child.stdin.end();
-  await new Promise((resolve) => (kafka.child.exitCode !== null ? resolve() : kafka.child.once('exit', resolve)));
+  if (kafka) await kafka.stop();
 });
 
-async function ask(line) {
-  const answer = await kafka.ask(line);
-  assert.ok(!answer.startsWith('error'), `aoi-kafka-mock ${line}: ${answer}`);
-  return answer;
-}
+const ask = (line) => kafka.ask(line);
 
 const sourceUrl = (topic, options = '') => `kafka://${kafka.bootstrap}/${topic}${options}`;
 

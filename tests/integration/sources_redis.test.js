@@ -11,10 +11,9 @@ import path from 'node:path';
 import {
   startServer, get, post, del, expectStatus, expectError, sleep, uniqueId, WAIT_TIMEOUT_MS, freePort,
 } from './harness.js';
+import { REDIS_CLI, startRedis, stopBroker } from './brokers.js';
 import { sourceSuite, createSourceSession, waitCaughtUp, lineProducer } from './source_suite.js';
 
-const REDIS_SERVER = process.env.AOI_REDIS_SERVER || '/usr/bin/redis-server';
-const REDIS_CLI = process.env.AOI_REDIS_CLI || '/usr/bin/redis-cli';
 
 let redis = null; // { child, port, dir }
 
@@ -38,29 +37,9 @@ const lastId = (key) => {
   return out === '' ? '0-0' : out.split('\n')[0];
 };
 
-// Starts redis-server on `port` with its data in `dir` and waits for its PONG.
-async function startRedis(port, dir) {
-  const child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
-    '--appendonly', 'yes', '--daemonize', 'no'], { stdio: 'ignore' });
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    if (spawnSync(REDIS_CLI, ['-p', String(port), 'PING'], { encoding: 'utf8' }).stdout?.trim() === 'PONG') break;
-    assert.ok(Date.now() < deadline, 'redis-server did not answer PING within 20 s');
-    await sleep(50);
-  }
-  return child;
-}
-
-async function stopRedis() {
-  redis.child.kill('SIGTERM');
-  await new Promise((resolve) => (redis.child.exitCode !== null ? resolve() : redis.child.once('exit', resolve)));
-}
+const stopRedis = () => stopBroker(redis.child);
 
 before(async () => {
-  for (const bin of [REDIS_SERVER, REDIS_CLI]) {
-    assert.ok(spawnSync(bin, ['--version']).status === 0,
-      `${bin} is missing: the source tests need Debian's redis-server and redis-tools (scripts/setup.sh --tests)`);
-  }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'aoi-redis-'));
   const port = await freePort();
   redis = { child: await startRedis(port, dir), port, dir };

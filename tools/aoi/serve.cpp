@@ -21,6 +21,7 @@
 #include "aoi/engine/model.h"
 #include "aoi/server/server.h"
 #include "aoi/service/service.h"
+#include "aoi/sources/sink_manager.h"
 #include "aoi/sources/source_manager.h"
 #include "aoi/store/log_syncer.h"
 
@@ -239,7 +240,8 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   const engine::Model& model = (*service)->model();
   // Source sessions (read back from the data directory too) start consuming from here on.
   auto sources = std::make_unique<sources::SourceManager>(**service);
-  server.set_service(service->get(), sources.get());
+  auto sinks = std::make_unique<sources::SinkManager>(**service);  // and flash queries publish to their sinks
+  server.set_service(service->get(), sources.get(), sinks.get());
   const service::ServiceStats stats = (*service)->stats();
   const std::string placement = !engine::gpu_offload_supported() ? "on the CPU (no GPU backend built)"
                                 : o.n_gpu_layers < 0             ? "every layer on the GPU"
@@ -285,6 +287,7 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   log::status(stderr, "aoi: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
   server.stop();
   sources.reset();  // no more pushes: what the consumers took is in the logs before the final snapshots
+  sinks.reset();
   (*service)->shutdown();
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "aoi/service/service.h"
+#include "aoi/sources/sink_manager.h"
 #include "aoi/sources/source_manager.h"
 
 namespace aoi::server {
@@ -38,10 +39,11 @@ struct TenantView {
   std::map<std::pair<std::string, std::string>, std::uint64_t> refusals;
 };
 
-// The sources' state for a scrape (SourceManager::totals and statuses).
-struct SourceMetrics {
+// The sources' and sinks' state for a scrape (SourceManager::totals and statuses, SinkManager::totals).
+struct BrokerMetrics {
   sources::SourceTotals totals;
   std::vector<std::pair<std::string, sources::SourceStatus>> by_session;
+  std::optional<sources::SinkTotals> sinks;
 };
 
 class Metrics {
@@ -61,7 +63,7 @@ class Metrics {
   // sources: null when the server runs none.
   std::string render(const service::ServiceStats& stats, const std::vector<service::SessionView>& sessions,
                      const TenantView& tenants, std::size_t per_session = 0,
-                     const SourceMetrics* sources = nullptr) const;
+                     const BrokerMetrics* sources = nullptr) const;
 
  private:
   std::atomic<std::size_t> open_connections_{0};

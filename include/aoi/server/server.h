@@ -15,8 +15,9 @@ class Service;
 }
 
 namespace aoi::sources {
+class SinkManager;
 class SourceManager;
-}
+}  // namespace aoi::sources
 
 namespace aoi::server {
 
@@ -68,8 +69,10 @@ class Server {
   // keys in use stay. Use so far (rates, refusals) is kept by tenant name.
   Status reload_keys();
   // The service is ready (it must outlive the server, or stop() must come first).
-  // sources: the consumers of source sessions (null: none run); it must outlive the server's use of it.
-  void set_service(service::Service* service, sources::SourceManager* sources = nullptr);
+  // sources, sinks: the consumers of source sessions and the publishers of flash answers (null: none run);
+  // they must outlive the server's use of them.
+  void set_service(service::Service* service, sources::SourceManager* sources = nullptr,
+                   sources::SinkManager* sinks = nullptr);
   std::uint16_t port() const;
   // Stops accepting, closes connections, joins the I/O threads. Idempotent.
   void stop();

@@ -35,10 +35,19 @@ struct FlashAnswer {
   std::vector<float> first_logits;  // [n_vocab] with ServiceParams::flash_first_logits, else empty
 };
 
+// Where a flash query's new answers are published, and which (sources/sink_manager.h delivers them).
+struct FlashSink {
+  enum class Notify { kAlways, kChange };  // every new answer, or only one that differs from the last published
+  std::string url;                         // kafka://, redis://, mqtt:// or http:// (a webhook)
+  Notify notify = Notify::kAlways;
+  std::string match;  // an ECMAScript regex the answer must contain a match of; empty: any answer
+};
+
 struct FlashQuery {
   std::string fid;
   std::string question;
   int max_tokens = 8;
+  std::optional<FlashSink> sink;
   FlashAnswer answer;
 };
 
@@ -47,7 +56,7 @@ class FlashRegistry {
   explicit FlashRegistry(size_t max_queries) : max_(max_queries) {}
 
   // Errors: conflict (the same normalized question is registered), overloaded (full).
-  Result<FlashQuery> add(std::string question, int max_tokens);
+  Result<FlashQuery> add(std::string question, int max_tokens, std::optional<FlashSink> sink = std::nullopt);
   Status remove(std::string_view fid);
   std::vector<FlashQuery> list() const;
   size_t size() const;

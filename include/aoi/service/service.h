@@ -282,8 +282,10 @@ class Service {
 
   // Flash queries. add: the question is answered after every data version from now on (and at once for the
   // current one). Errors: not_found, invalid (question, max_tokens), conflict (registered), overloaded (full).
-  Result<FlashQuery> add_flash(const SessionRef& session, std::string question, int max_tokens);
-  Result<FlashQuery> add_flash(std::string_view id, std::string question, int max_tokens);
+  Result<FlashQuery> add_flash(const SessionRef& session, std::string question, int max_tokens,
+                               std::optional<FlashSink> sink = std::nullopt);
+  Result<FlashQuery> add_flash(std::string_view id, std::string question, int max_tokens,
+                               std::optional<FlashSink> sink = std::nullopt);
   Result<std::vector<FlashQuery>> list_flash(const SessionRef& session) const;
   Result<std::vector<FlashQuery>> list_flash(std::string_view id) const;
   Status remove_flash(const SessionRef& session, std::string_view fid);

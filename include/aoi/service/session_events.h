@@ -42,6 +42,15 @@ struct FlashFailed {
   Error why;
 };
 
+// A flash answer could not be published to the query's sink yet: it is tried again, with backoff, until it is.
+struct SinkFailed {
+  std::string fid;
+  std::string url;
+  std::uint64_t version = 0;  // the answer's
+  int attempts = 0;           // so far
+  Error why;
+};
+
 // Accepted records that will not be ingested, counted as dropped: those an append held, or those still waiting
 // (`pending`) when the session stopped ingesting.
 struct RecordsDropped {
@@ -70,8 +79,8 @@ struct SessionDeleted {
   std::uint64_t dropped_pending = 0;  // records still waiting when it was deleted
 };
 
-using EventBody =
-    std::variant<DataUpdated, FlashReady, FlashFailed, RecordsDropped, RecordRejected, BudgetExceeded, SessionDeleted>;
+using EventBody = std::variant<DataUpdated, FlashReady, FlashFailed, SinkFailed, RecordsDropped, RecordRejected,
+                               BudgetExceeded, SessionDeleted>;
 
 struct Event {
   std::uint64_t id = 0;  // increasing per session, from 1

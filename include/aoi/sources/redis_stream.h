@@ -27,6 +27,8 @@ class RedisStream final : public SourceConnection {
   Result<std::vector<SourceMessage>> read(size_t count, std::chrono::milliseconds block) override;
   Result<Backlog> backlog(std::string_view position) override;
   Status commit(std::string_view position) override;
+  // Appends an entry of these fields (XADD): what a sink on the stream publishes with.
+  Status add(const std::vector<std::pair<std::string, std::string>>& fields);
 
  private:
   RedisStream(redisContext* ctx, const SourceUrl& url) : ctx_(ctx), url_(url) {}

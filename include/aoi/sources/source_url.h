@@ -48,6 +48,9 @@ struct SourceUrl {
   std::string where() const;
 };
 
+// "HOST[:PORT]" or "[IPV6][:PORT]". Errors: Error::invalid("source.url", why).
+Result<Endpoint> parse_endpoint(std::string_view authority, int default_port);
+
 // Errors: Error::invalid("source.url", why) — another scheme, no host or topic, a port out of range, credentials in the
 // URL, an option the broker does not take.
 Result<SourceUrl> parse_source_url(std::string_view url);

@@ -23,7 +23,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 json flash_list_json(const std::vector<FlashQuery>& flash) {
   json out = json::array();
-  for (const auto& f : flash) out.push_back({{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}});
+  for (const auto& f : flash) {
+    json q = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
+    if (f.sink) q["sink"] = flash_sink_json(*f.sink);
+    out.push_back(std::move(q));
+  }
   return out;
 }
 
@@ -385,6 +389,7 @@ RecoveredSession Persistence::recover_one(const fs::path& dir, const std::string
       q.fid = f.value("fid", "");
       q.question = f.value("question", "");
       q.max_tokens = f.value("max_tokens", 8);
+      if (f.contains("sink")) q.sink = flash_sink_from_json(f["sink"]);
       if (!q.fid.empty() && !q.question.empty()) r.flash.push_back(std::move(q));
     }
   }

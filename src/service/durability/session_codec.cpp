@@ -181,11 +181,27 @@ Result<LogRecord> decode_record(std::span<const std::uint8_t> bytes) {
   return out;
 }
 
+nlohmann::json flash_sink_json(const FlashSink& sink) {
+  return {{"url", sink.url},
+          {"notify", sink.notify == FlashSink::Notify::kChange ? "change" : "always"},
+          {"match", sink.match}};
+}
+
+std::optional<FlashSink> flash_sink_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) return std::nullopt;
+  FlashSink sink;
+  sink.url = j["url"].get<std::string>();
+  sink.notify = j.value("notify", "always") == "change" ? FlashSink::Notify::kChange : FlashSink::Notify::kAlways;
+  sink.match = j.value("match", "");
+  return sink;
+}
+
 store::SnapshotData encode_session_snapshot(const SnapshotMeta& m, session::SessionImage image) {
   store::SnapshotData d;
   json flash = json::array();
   for (const auto& f : m.flash) {
     json q = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
+    if (f.sink) q["sink"] = flash_sink_json(*f.sink);
     if (f.answer.version != 0) {
       q["answer"] = {{"text", f.answer.text},
                      {"tokens", f.answer.tokens},
@@ -277,6 +293,7 @@ Result<SnapshotMeta> decode_snapshot_meta(const json& j) {
       f.fid = q.at("fid").get<std::string>();
       f.question = q.at("question").get<std::string>();
       f.max_tokens = q.at("max_tokens").get<int>();
+      if (q.contains("sink")) f.sink = flash_sink_from_json(q["sink"]);
       if (q.contains("answer")) {
         const json& a = q["answer"];
         f.answer.text = a.at("text").get<std::string>();

@@ -20,6 +20,11 @@
 namespace aoi::service {
 
 nlohmann::json config_to_json(const session::SessionConfig& config);
+
+// A flash query's sink, in the session's meta and its snapshots; from_json: nullopt for an absent or
+// unreadable one (a query keeps its question without it).
+nlohmann::json flash_sink_json(const FlashSink& sink);
+std::optional<FlashSink> flash_sink_from_json(const nlohmann::json& j);
 Result<session::SessionConfig> config_from_json(const nlohmann::json& j);
 
 // A record as the log holds it, with its position in its source (empty for a pushed record).

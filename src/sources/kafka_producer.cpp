@@ -1,0 +1,98 @@
+#include "aoi/sources/kafka_producer.h"
+
+#include <librdkafka/rdkafka.h>
+#include <spdlog/spdlog.h>
+
+#include <utility>
+#include <vector>
+
+namespace aoi::sources {
+namespace {
+
+// Served by rd_kafka_poll on the publishing thread: the producer is the conf's opaque, the message's number
+// its own.
+void delivered(rd_kafka_t* /*rk*/, const rd_kafka_message_t* m, void* opaque) {
+  static_cast<KafkaProducer*>(opaque)->on_delivery(reinterpret_cast<std::uintptr_t>(m->_private), m->err);
+}
+
+void log_line(const rd_kafka_t* /*rk*/, int /*level*/, const char* facility, const char* line) {
+  spdlog::debug("librdkafka {}: {}", facility, line);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KafkaProducer>> KafkaProducer::connect(const SourceUrl& url, std::chrono::milliseconds timeout,
+                                                              std::string_view client_name) {
+  auto password = source_password(url);
+  if (!password) return password.error();
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char why[512];
+  std::vector<std::pair<const char*, std::string>> settings = {
+      {"bootstrap.servers", url.where()},
+      {"client.id", std::string(client_name)},
+      {"acks", "all"},
+      {"enable.idempotence", "true"},
+      {"linger.ms", "0"},
+      {"message.timeout.ms", std::to_string(std::max<std::int64_t>(timeout.count(), 1000))},
+      {"socket.timeout.ms", std::to_string(std::max<std::int64_t>(timeout.count(), 10))},
+      {"log.connection.close", "false"},
+  };
+  if (!url.security_protocol.empty()) settings.emplace_back("security.protocol", url.security_protocol);
+  if (!url.sasl_mechanism.empty()) settings.emplace_back("sasl.mechanism", url.sasl_mechanism);
+  if (!url.username.empty()) settings.emplace_back("sasl.username", url.username);
+  if (!password->empty()) settings.emplace_back("sasl.password", *password);
+  for (const auto& [name, value] : settings) {
+    if (rd_kafka_conf_set(conf, name, value.c_str(), why, sizeof(why)) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return Error::invalid("sink.url", std::string("kafka: ") + name + ": not accepted by this librdkafka");
+    }
+  }
+  rd_kafka_conf_set_log_cb(conf, log_line);
+  rd_kafka_conf_set_dr_msg_cb(conf, delivered);
+  std::unique_ptr<KafkaProducer> out(new KafkaProducer(nullptr, url, timeout));
+  rd_kafka_conf_set_opaque(conf, out.get());
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why));
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return Error::invalid("sink.url", std::string("kafka: ") + why);
+  }
+  out->rk_ = rk;
+  const rd_kafka_metadata_t* metadata = nullptr;
+  if (const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, nullptr, &metadata, static_cast<int>(timeout.count()));
+      err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return Error::not_ready(out->describe(std::string("no broker answered: ") + rd_kafka_err2str(err)));
+  }
+  rd_kafka_metadata_destroy(metadata);
+  return out;
+}
+
+KafkaProducer::~KafkaProducer() {
+  if (rk_ == nullptr) return;
+  rd_kafka_flush(rk_, 1000);
+  rd_kafka_destroy(rk_);
+}
+
+void KafkaProducer::on_delivery(std::uintptr_t number, int err) {
+  if (number == sent_) report_ = err;  // an earlier, abandoned message's report is late: not this one's
+}
+
+Status KafkaProducer::publish(const SinkMessage& message) {
+  ++sent_;
+  report_.reset();
+  const rd_kafka_resp_err_t err = rd_kafka_producev(
+      rk_, RD_KAFKA_V_TOPIC(url_.topic.c_str()), RD_KAFKA_V_PARTITION(url_.partition),
+      RD_KAFKA_V_KEY(const_cast<char*>(message.key.data()), message.key.size()),
+      RD_KAFKA_V_VALUE(const_cast<char*>(message.payload.data()), message.payload.size()),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(sent_)), RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return Error::not_ready(describe(rd_kafka_err2str(err)));
+  // The delivery report comes from a poll; message.timeout.ms bounds how long the message is tried.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_ + std::chrono::milliseconds(1000);
+  while (!report_ && std::chrono::steady_clock::now() < deadline) rd_kafka_poll(rk_, 50);
+  if (!report_) return Error::not_ready(describe("no acknowledgement"));
+  if (*report_ != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return Error::not_ready(describe(rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(*report_))));
+  }
+  return {};
+}
+
+}  // namespace aoi::sources
