@@ -90,6 +90,26 @@ bench/update_docs.py fuzz-renderer bench-out/fuzz-renderer.md
 ```
 
 """),
+    "sources": ("## Stateless endpoints", """## Sessions fed by their brokers
+
+```sh
+bench/sources/run.sh                           # this page's run (2 cores, the tiny test model)
+bench/update_docs.py sources bench-out/sources.md
+```
+
+A session fed by its source — Redis (Debian's redis-server), Kafka (librdkafka's mock cluster in the
+`aoi-kafka-mock` helper, as in the tests: Debian 12 packages no Kafka broker, so its figures are those of a
+broker in another process on loopback, not of a Kafka cluster) and MQTT (Debian's mosquitto) — against the same
+records pushed over HTTP (`POST /v1/sessions/{id}/data` on a kept-alive connection), one system at a time,
+each on a fresh server, on loopback. **Latency**: one record published (or pushed) at a time, each after the
+previous one's `data_updated`, timed from the publish to the event on the session's SSE stream, after warm-up
+records. **Rate**: a backlog (in the broker for Redis and Kafka, published as fast as the client goes for MQTT,
+pushed in batches of 100 for HTTP) until all of it is ingested. **Recovery**: a producer publishing every
+10 ms, aoi killed with `kill -9` and restarted on its data directory, timed from the restart to the first new
+record ingested (and to `/health`, the part that is aoi loading). The tiny model makes ingestion cheap, so
+the figures are the pipeline's, not the model's.
+
+"""),
 }
 
 

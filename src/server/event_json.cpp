@@ -62,6 +62,12 @@ nlohmann::json event_data(const service::EventBody& body) {
             j["sink"] = e.url;
             return j;
           },
+          [](const service::SourceLost& e) -> nlohmann::json {
+            Error why = e.why;
+            why.message = "source " + e.url + ": " + why.message + " (connecting again)";
+            why.field = "source.url";
+            return error_object(why);
+          },
           [](const service::RecordsDropped& e) -> nlohmann::json {
             Error why = e.why;
             why.message = std::to_string(e.n) + (e.pending ? " pending" : "") + " records dropped: " + why.message;

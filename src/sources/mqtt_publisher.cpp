@@ -3,14 +3,10 @@
 #include <mosquitto.h>
 #include <spdlog/spdlog.h>
 
-#include <cerrno>
-#include <cstring>
-#include <mutex>
+#include "mqtt_open.h"
 
 namespace aoi::sources {
 namespace {
-
-constexpr int kKeepAliveSeconds = 30;
 
 MqttPublisher* self(void* obj) { return static_cast<MqttPublisher*>(obj); }
 
@@ -18,28 +14,14 @@ MqttPublisher* self(void* obj) { return static_cast<MqttPublisher*>(obj); }
 
 Result<std::unique_ptr<MqttPublisher>> MqttPublisher::connect(const SourceUrl& url, std::chrono::milliseconds timeout,
                                                               std::string_view client_id) {
-  static std::once_flag init;
-  std::call_once(init, [] { mosquitto_lib_init(); });
-  auto password = source_password(url);
-  if (!password) return password.error();
-  mosquitto* mosq = mosquitto_new(std::string(client_id).c_str(), /*clean_session=*/true, nullptr);
+  mosquitto* mosq = mqtt_client(std::string(client_id), /*clean_session=*/true);
   if (mosq == nullptr) return Error::not_ready("mqtt " + url.where() + ": the client could not be made");
   std::unique_ptr<MqttPublisher> out(new MqttPublisher(mosq, url, timeout));
   mosquitto_user_data_set(mosq, out.get());
-  mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
   mosquitto_connect_callback_set(mosq, [](mosquitto*, void* obj, int rc) { self(obj)->on_connect(rc); });
   mosquitto_publish_callback_set(mosq, [](mosquitto*, void* obj, int mid) { self(obj)->on_publish(mid); });
   mosquitto_disconnect_callback_set(mosq, [](mosquitto*, void* obj, int) { self(obj)->on_disconnect(); });
-  mosquitto_log_callback_set(mosq,
-                             [](mosquitto*, void*, int, const char* line) { spdlog::debug("libmosquitto: {}", line); });
-  if (!url.username.empty() || !password->empty()) {
-    mosquitto_username_pw_set(mosq, url.username.empty() ? nullptr : url.username.c_str(),
-                              password->empty() ? nullptr : password->c_str());
-  }
-  const Endpoint& at = url.endpoints.front();
-  if (const int rc = mosquitto_connect(mosq, at.host.c_str(), at.port, kKeepAliveSeconds); rc != MOSQ_ERR_SUCCESS) {
-    return Error::not_ready(out->describe(rc == MOSQ_ERR_ERRNO ? std::strerror(errno) : mosquitto_strerror(rc)));
-  }
+  if (Status opened = mqtt_open(mosq, url); !opened) return opened.error();
   if (!out->serve_until([&] { return out->connack_ >= 0; })) {
     return Error::not_ready(out->describe("no answer to CONNECT"));
   }

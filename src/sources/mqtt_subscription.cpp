@@ -4,13 +4,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <mutex>
+#include <cstring>
+
+#include "mqtt_open.h"
 
 namespace aoi::sources {
 namespace {
 
-constexpr int kKeepAliveSeconds = 30;
 // A redelivery comes first after a reconnect (the broker resends what it had not seen acknowledged), and only
 // of the last few messages: so many of the newest positions are remembered, for so many messages.
 constexpr size_t kRedeliveryWindow = 64;
@@ -39,16 +41,11 @@ std::string position_of(const mosquitto_message& m) {
 Result<std::unique_ptr<MqttSubscription>> MqttSubscription::connect(const SourceUrl& url,
                                                                     std::chrono::milliseconds timeout,
                                                                     std::string_view client_id) {
-  static std::once_flag init;
-  std::call_once(init, [] { mosquitto_lib_init(); });
-  auto password = source_password(url);
-  if (!password) return password.error();
   const bool check = client_id.empty();
-  mosquitto* mosq = mosquitto_new(check ? nullptr : std::string(client_id).c_str(), /*clean_session=*/check, nullptr);
+  mosquitto* mosq = mqtt_client(std::string(client_id), /*clean_session=*/check);
   if (mosq == nullptr) return Error::not_ready("mqtt " + url.where() + ": the client could not be made");
   std::unique_ptr<MqttSubscription> out(new MqttSubscription(mosq, url));
   mosquitto_user_data_set(mosq, out.get());
-  mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
   mosquitto_connect_with_flags_callback_set(
       mosq, [](mosquitto*, void* obj, int rc, int flags) { self(obj)->on_connect(rc, flags); });
   mosquitto_subscribe_callback_set(
@@ -56,16 +53,7 @@ Result<std::unique_ptr<MqttSubscription>> MqttSubscription::connect(const Source
   mosquitto_message_callback_set(mosq,
                                  [](mosquitto*, void* obj, const mosquitto_message* m) { self(obj)->on_message(*m); });
   mosquitto_disconnect_callback_set(mosq, [](mosquitto*, void* obj, int rc) { self(obj)->on_disconnect(rc); });
-  mosquitto_log_callback_set(mosq,
-                             [](mosquitto*, void*, int, const char* line) { spdlog::debug("libmosquitto: {}", line); });
-  if (!url.username.empty() || !password->empty()) {
-    mosquitto_username_pw_set(mosq, url.username.empty() ? nullptr : url.username.c_str(),
-                              password->empty() ? nullptr : password->c_str());
-  }
-  const Endpoint& at = url.endpoints.front();
-  if (const int rc = mosquitto_connect(mosq, at.host.c_str(), at.port, kKeepAliveSeconds); rc != MOSQ_ERR_SUCCESS) {
-    return Error::not_ready(out->describe(rc == MOSQ_ERR_ERRNO ? std::strerror(errno) : mosquitto_strerror(rc)));
-  }
+  if (Status opened = mqtt_open(mosq, url); !opened) return opened.error();
   if (Status s = out->serve_until([&] { return out->connack_ >= 0; }, timeout); !s) return s.error();
   if (out->connack_ < 0) return Error::not_ready(out->describe("no answer to CONNECT"));
   if (out->connack_ != 0) {

@@ -13,17 +13,12 @@ constexpr std::chrono::milliseconds kTick{250};
 }  // namespace
 
 SinkManager::SinkManager(service::Service& service) : service_(service) {
-  poked_ = true;  // the sessions read back from the data directory start at once
-  thread_ = std::thread([this] { watch(); });
+  // The sessions read back from the data directory start at once.
+  watcher_.emplace(kTick, [this] { reconcile(); });
 }
 
 SinkManager::~SinkManager() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
+  watcher_.reset();
   std::map<const service::SessionHandle*, Watched> sessions;
   {
     std::lock_guard lock(mu_);
@@ -33,13 +28,7 @@ SinkManager::~SinkManager() {
   // Each runner joins its thread as `sessions` goes.
 }
 
-void SinkManager::poke() {
-  {
-    std::lock_guard lock(mu_);
-    poked_ = true;
-  }
-  wake_.notify_all();
-}
+void SinkManager::poke() { watcher_->poke(); }
 
 void SinkManager::retire(const SinkRunner& runner) {
   const SinkStatus st = runner.status();
@@ -76,18 +65,6 @@ std::optional<SinkStatus> SinkManager::status(const service::SessionHandle& sess
   return r->second->status();
 }
 
-void SinkManager::watch() {
-  for (;;) {
-    {
-      std::unique_lock lock(mu_);
-      wake_.wait_for(lock, kTick, [this] { return stopping_ || poked_; });
-      if (stopping_) return;
-      poked_ = false;
-    }
-    reconcile();
-  }
-}
-
 void SinkManager::reconcile() {
   // Lock order: a session's event log calls the subscriber (which takes mu_) under its own lock, so subscribing
   // and unsubscribing happen with mu_ released; runners are joined with it released too.
@@ -121,10 +98,6 @@ void SinkManager::reconcile() {
         }
       });
       std::lock_guard lock(mu_);
-      if (stopping_) {
-        unsubscribe.emplace_back(h, token);
-        break;
-      }
       sessions_.emplace(h.get(), Watched{.handle = h, .token = token, .runners = {}});
     }
     std::lock_guard lock(mu_);

@@ -13,17 +13,12 @@ constexpr std::chrono::milliseconds kTick{250};
 }  // namespace
 
 SourceManager::SourceManager(service::Service& service) : service_(service) {
-  poked_ = true;  // the sessions read back from the data directory start at once
-  thread_ = std::thread([this] { watch(); });
+  // The sessions read back from the data directory start at once.
+  watcher_.emplace(kTick, [this] { reconcile(); });
 }
 
 SourceManager::~SourceManager() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
+  watcher_.reset();
   std::lock_guard lock(mu_);
   runners_.clear();  // each joins its thread
 }
@@ -35,13 +30,7 @@ std::optional<SourceStatus> SourceManager::status(const service::SessionHandle& 
   return it->second->status();
 }
 
-void SourceManager::poke() {
-  {
-    std::lock_guard lock(mu_);
-    poked_ = true;
-  }
-  wake_.notify_all();
-}
+void SourceManager::poke() { watcher_->poke(); }
 
 SourceTotals SourceManager::totals() const {
   std::lock_guard lock(mu_);
@@ -64,18 +53,6 @@ std::vector<std::pair<std::string, SourceStatus>> SourceManager::statuses() cons
   std::vector<std::pair<std::string, SourceStatus>> out;
   for (const auto& [handle, runner] : runners_) out.emplace_back(handle->id(), runner->status());
   return out;
-}
-
-void SourceManager::watch() {
-  for (;;) {
-    {
-      std::unique_lock lock(mu_);
-      wake_.wait_for(lock, kTick, [this] { return stopping_ || poked_; });
-      if (stopping_) return;
-      poked_ = false;
-    }
-    reconcile();
-  }
 }
 
 void SourceManager::reconcile() {
@@ -112,7 +89,6 @@ void SourceManager::reconcile() {
     }
     auto runner = std::make_unique<SourceRunner>(service_, h, std::move(url).value(), std::move(options).value());
     std::lock_guard lock(mu_);
-    if (stopping_) return;
     runners_.emplace(h.get(), std::move(runner));
   }
 }

@@ -119,16 +119,7 @@ void SourceRunner::run() {
         after = (*connected)->seek(session_->source_position());
       }
       if (!connected || !after) {
-        const Error& e = connected ? after.error() : connected.error();
-        {
-          std::lock_guard lock(mu_);
-          if (status_.connected || status_.error != e.message) {
-            spdlog::warn("session {}: source: {}", session_->id(), e.message);
-          }
-          status_.connected = false;
-          status_.error = e.message;
-          ++status_.reconnects;
-        }
+        lost(connected ? after.error() : connected.error());
         if (!pause(backoff)) return;
         backoff = std::min(backoff * 2, kLongestBackoff);
         continue;
@@ -140,12 +131,7 @@ void SourceRunner::run() {
       status_.error.clear();
       spdlog::info("session {}: source {} connected, reading after '{}'", session_->id(), status_.url, *after);
     }
-    if (!step()) {
-      connection_.reset();
-      std::lock_guard lock(mu_);
-      status_.connected = false;
-      ++status_.reconnects;
-    }
+    if (!step()) connection_.reset();
   }
   finished_.store(true);
 }
@@ -165,9 +151,7 @@ bool SourceRunner::step() {
   }
   auto messages = connection_->read(count, kBlock);
   if (!messages) {
-    std::lock_guard lock(mu_);
-    status_.error = messages.error().message;
-    spdlog::warn("session {}: source: {}", session_->id(), status_.error);
+    lost(messages.error());
     return false;
   }
   if (messages->empty()) {
@@ -263,6 +247,20 @@ bool SourceRunner::push(std::vector<service::RecordInput> records, std::vector<s
     backoff = std::min(backoff * 2, kLongestBackoff);
   }
   return false;
+}
+
+void SourceRunner::lost(const Error& why) {
+  bool news = false;
+  {
+    std::lock_guard lock(mu_);
+    news = status_.connected || status_.error != why.message;  // once per outage and reason
+    status_.connected = false;
+    status_.error = why.message;
+    ++status_.reconnects;
+  }
+  if (!news) return;
+  spdlog::warn("session {}: source: {}", session_->id(), why.message);
+  session_->events().publish(service::SourceLost{.url = session_->config().source->url, .why = why});
 }
 
 void SourceRunner::reject(const std::string& position, const Error& why) {

@@ -212,10 +212,18 @@ export function sourceSuite(driver) {
       const first = Array.from({ length: 10 }, (_, i) => `before-${i}`);
       await driver.produce(topic, first);
       await waitCaughtUp(server, driver, s.id, topic);
+      const events = await openSSE(server, `/v1/sessions/${s.id}/events`);
       const outage = await driver.outage();
       const down = await waitSession(server, s.id, (x) => x.source.connected === false && x.source.error,
         'the consumer notices the broker is gone');
       assert.match(down.source.error, driver.errorPattern);
+      try {
+        const lost = await events.reader.waitFor((e) => e.event === 'error' && /connecting again/.test(e.data),
+          'an error event saying the source is lost');
+        assert.equal(JSON.parse(lost.data).field, 'source.url');
+      } finally {
+        events.reader.close();
+      }
       await outage.restore();
       const later = Array.from({ length: 10 }, (_, i) => `after-${i}`);
       await driver.produce(topic, later);

@@ -51,6 +51,12 @@ struct SinkFailed {
   Error why;
 };
 
+// A source session's broker went away or refused it: its consumer tries again, with backoff, until it is back.
+struct SourceLost {
+  std::string url;
+  Error why;
+};
+
 // Accepted records that will not be ingested, counted as dropped: those an append held, or those still waiting
 // (`pending`) when the session stopped ingesting.
 struct RecordsDropped {
@@ -79,8 +85,8 @@ struct SessionDeleted {
   std::uint64_t dropped_pending = 0;  // records still waiting when it was deleted
 };
 
-using EventBody = std::variant<DataUpdated, FlashReady, FlashFailed, SinkFailed, RecordsDropped, RecordRejected,
-                               BudgetExceeded, SessionDeleted>;
+using EventBody = std::variant<DataUpdated, FlashReady, FlashFailed, SinkFailed, SourceLost, RecordsDropped,
+                               RecordRejected, BudgetExceeded, SessionDeleted>;
 
 struct Event {
   std::uint64_t id = 0;  // increasing per session, from 1

@@ -4,16 +4,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <thread>
 
 #include "aoi/service/service.h"
 #include "aoi/sources/sink_runner.h"
+#include "aoi/sources/watcher.h"
 
 namespace aoi::sources {
 
@@ -46,18 +46,14 @@ class SinkManager {
     std::uint64_t token = 0;                                     // of the subscription to its events
     std::map<std::string, std::unique_ptr<SinkRunner>> runners;  // by fid
   };
-  void watch();
-  void reconcile();
+  void reconcile();                       // the watcher thread's
   void retire(const SinkRunner& runner);  // mu_ held
 
   service::Service& service_;
   mutable std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;                                      // guarded by mu_
-  bool poked_ = false;                                         // guarded by mu_
   std::map<const service::SessionHandle*, Watched> sessions_;  // guarded by mu_
   SinkTotals retired_;                                         // guarded by mu_
-  std::thread thread_;
+  std::optional<Watcher> watcher_;                             // last: it stops before the runners go
 };
 
 }  // namespace aoi::sources

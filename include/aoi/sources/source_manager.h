@@ -4,18 +4,17 @@
 // sessions. Thread-safe; destroyed before the service (it joins every runner).
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "aoi/service/service.h"
 #include "aoi/sources/source_runner.h"
+#include "aoi/sources/watcher.h"
 
 namespace aoi::sources {
 
@@ -48,18 +47,14 @@ class SourceManager {
   std::vector<std::pair<std::string, SourceStatus>> statuses() const;
 
  private:
-  void watch();
-  void reconcile();
+  void reconcile();  // the watcher thread's
 
   service::Service& service_;
   mutable std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by mu_
-  bool poked_ = false;     // guarded by mu_
   // By handle, not id: a session that took a deleted one's id is another session.
   std::map<const service::SessionHandle*, std::unique_ptr<SourceRunner>> runners_;  // guarded by mu_
-  SourceTotals retired_;  // guarded by mu_: the counters of runners that ended
-  std::thread thread_;
+  SourceTotals retired_;            // guarded by mu_: the counters of runners that ended
+  std::optional<Watcher> watcher_;  // last: it stops before the runners go
 };
 
 }  // namespace aoi::sources

@@ -65,6 +65,8 @@ class SourceRunner {
   // none was taken (all refused, the session deleted, the runner stopping).
   bool push(std::vector<service::RecordInput> records, std::vector<std::string> positions);
   void reject(const std::string& position, const Error& why);
+  // The connection is gone or was refused: says so (status, log, an error event once per outage and reason).
+  void lost(const Error& why);
   // Sleeps up to `d`; false when the runner is stopping.
   bool pause(std::chrono::milliseconds d);
 
