@@ -59,8 +59,10 @@ Result<std::unique_ptr<MqttSubscription>> MqttSubscription::connect(const Source
   if (out->connack_ != 0) {
     return Error::not_ready(out->describe(std::string("refused: ") + mosquitto_connack_string(out->connack_)));
   }
-  // A persistent session the broker still holds keeps its subscription (and what was queued for it).
-  if (!out->session_present_) {
+  // Subscribed again even where the broker kept the persistent session (and what was queued for it): the
+  // same filter again changes nothing but its QoS, and a session the broker lost (a restart without
+  // persistence) needs it.
+  {
     if (const int rc = mosquitto_subscribe(mosq, nullptr, url.topic.c_str(), url.qos); rc != MOSQ_ERR_SUCCESS) {
       return Error::invalid("source.url", out->describe("topic filter '" + url.topic + "': " + mosquitto_strerror(rc)));
     }
@@ -95,10 +97,7 @@ Status MqttSubscription::serve_until(Done done, std::chrono::milliseconds timeou
   return {};
 }
 
-void MqttSubscription::on_connect(int rc, int flags) {
-  connack_ = rc;
-  session_present_ = (flags & 1) != 0;
-}
+void MqttSubscription::on_connect(int rc, int /*flags*/) { connack_ = rc; }
 
 void MqttSubscription::on_subscribe(const int* granted, int count) { granted_ = count > 0 ? granted[0] : 0x80; }
 
