@@ -16,8 +16,7 @@ constexpr std::chrono::milliseconds kBlock{200};  // how long a read waits for n
 constexpr std::chrono::milliseconds kConnectTimeout{2000};
 constexpr std::chrono::milliseconds kFirstBackoff{100};
 constexpr std::chrono::milliseconds kLongestBackoff{5000};
-constexpr std::chrono::milliseconds kRoomPoll{5};        // kLag with a full queue: how often to look again
-constexpr std::chrono::milliseconds kBacklogEvery{500};  // how often to ask how far the source's end is ahead
+constexpr std::chrono::milliseconds kRoomPoll{5};  // kLag with a full queue: how often to look again
 
 std::uint64_t now_ms() {
   return static_cast<std::uint64_t>(
@@ -202,10 +201,8 @@ bool SourceRunner::step() {
       spdlog::warn("session {}: source: committing {}: {}", session_->id(), held, committed.error().message);
     }
   }
-  // How far behind the source's end the session is: asked now and then, and whenever a batch comes back full.
-  const auto now = std::chrono::steady_clock::now();
-  if (messages->size() < count && now - backlog_asked_ < kBacklogEvery) return true;
-  backlog_asked_ = now;
+  // How far behind the source's end the session is, after each batch (one round trip for Redis, none for
+  // Kafka): the figure always describes the newest message read.
   auto backlog = connection_->backlog(messages->back().position);
   if (!backlog) return true;  // the next read says whether the connection is gone
   double seconds = 0;

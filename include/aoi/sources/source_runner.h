@@ -74,9 +74,8 @@ class SourceRunner {
   const std::shared_ptr<service::SessionHandle> session_;
   const SourceUrl url_;
   const bool lag_;
-  ingest::RecordDecoder decoder_;                        // the runner thread's
-  std::unique_ptr<SourceConnection> connection_;         // the runner thread's
-  std::chrono::steady_clock::time_point backlog_asked_;  // the runner thread's
+  ingest::RecordDecoder decoder_;                 // the runner thread's
+  std::unique_ptr<SourceConnection> connection_;  // the runner thread's
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
