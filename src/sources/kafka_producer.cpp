@@ -3,6 +3,7 @@
 #include <librdkafka/rdkafka.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <utility>
 #include <vector>
 
@@ -79,12 +80,25 @@ void KafkaProducer::on_delivery(std::uintptr_t number, int err) {
 Status KafkaProducer::publish(const SinkMessage& message) {
   ++sent_;
   report_.reset();
-  const rd_kafka_resp_err_t err = rd_kafka_producev(
-      rk_, RD_KAFKA_V_TOPIC(url_.topic.c_str()), RD_KAFKA_V_PARTITION(url_.partition),
-      RD_KAFKA_V_KEY(const_cast<char*>(message.key.data()), message.key.size()),
-      RD_KAFKA_V_VALUE(const_cast<char*>(message.payload.data()), message.payload.size()),
-      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(sent_)), RD_KAFKA_V_END);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return Error::not_ready(describe(rd_kafka_err2str(err)));
+  // produceva rather than producev: the RD_KAFKA_V_ macros are GNU statement expressions, which clang rejects.
+  std::array<rd_kafka_vu_t, 6> fields{};
+  fields[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+  fields[0].u.cstr = url_.topic.c_str();
+  fields[1].vtype = RD_KAFKA_VTYPE_PARTITION;
+  fields[1].u.i32 = url_.partition;
+  fields[2].vtype = RD_KAFKA_VTYPE_KEY;
+  fields[2].u.mem = {const_cast<char*>(message.key.data()), message.key.size()};
+  fields[3].vtype = RD_KAFKA_VTYPE_VALUE;
+  fields[3].u.mem = {const_cast<char*>(message.payload.data()), message.payload.size()};
+  fields[4].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+  fields[4].u.i = RD_KAFKA_MSG_F_COPY;
+  fields[5].vtype = RD_KAFKA_VTYPE_OPAQUE;
+  fields[5].u.ptr = reinterpret_cast<void*>(sent_);
+  if (rd_kafka_error_t* error = rd_kafka_produceva(rk_, fields.data(), fields.size()); error != nullptr) {
+    Status refused = Error::not_ready(describe(rd_kafka_error_string(error)));
+    rd_kafka_error_destroy(error);
+    return refused;
+  }
   // The delivery report comes from a poll; message.timeout.ms bounds how long the message is tried.
   const auto deadline = std::chrono::steady_clock::now() + timeout_ + std::chrono::milliseconds(1000);
   while (!report_ && std::chrono::steady_clock::now() < deadline) rd_kafka_poll(rk_, 50);
