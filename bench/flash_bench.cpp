@@ -69,8 +69,8 @@ void fill(aoi::service::Service& svc, int depth) {
   // The data, and the bars the rounds push (one per round), within the sequence's cells.
   c.retention.max_tokens = depth + 1024;
   c.query_budget = 128;
-  svc.create_session(c).value();
-  const auto last = svc.push_text("bench", bars(depth / 35 + 1, 0)).value().last_seq;
+  svc.run(aoi::service::CreateSession{c}).value();
+  const auto last = svc.push_text(svc.handle("bench"), bars(depth / 35 + 1, 0)).value().last_seq;
   while (svc.session("bench")->last_seq_ingested < last) std::this_thread::sleep_for(5ms);
 }
 
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   {
     auto svc = start(model, threads, depth);
     fill(*svc, depth);
-    svc->add_flash("bench", kQuestions[0], answer_tokens).value();
+    svc->add_flash(svc->handle("bench"), {kQuestions[0], answer_tokens}).value();
     const auto v = svc->session("bench")->data_version;
     while (!svc->handle("bench")->flash().lookup(kQuestions[0], v, answer_tokens)) std::this_thread::sleep_for(5ms);
     aoi::server::ServerOptions so;
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
         q.question = kQuestions[1];
         q.generation.max_tokens = answer_tokens;
         q.generation.stop = {"\x01"};
-        s.push_back(svc->query("bench", q).value().answer.total_ms);
+        s.push_back(svc->query(svc->handle("bench"), q).value().answer.total_ms);
       }
       standard_ms = percentile(s, 0.5);
     }
@@ -169,11 +169,11 @@ int main(int argc, char** argv) {
     int bar = depth / 35 + 1;
     for (int k : ks) {
       while (registered < k)
-        svc->add_flash("bench", kQuestions[static_cast<size_t>(registered++)], answer_tokens).value();
+        svc->add_flash(svc->handle("bench"), {kQuestions[static_cast<size_t>(registered++)], answer_tokens}).value();
       std::vector<double> round;
       for (int r = 0; r < rounds + 1; ++r) {
         const auto before = svc->session("bench")->flash_rounds;
-        svc->push_text("bench", bars(1, bar++)).value();
+        svc->push_text(svc->handle("bench"), bars(1, bar++)).value();
         while (svc->session("bench")->flash_rounds <= before) std::this_thread::sleep_for(2ms);
         // Wait for the round of the newest version (a registration may have started one).
         const auto v = svc->session("bench")->data_version;

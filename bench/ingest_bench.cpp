@@ -140,12 +140,12 @@ IngestRun aoi_ingest(const std::string& model, aoi::engine::Model& m, const aoi:
                      int tokens, int max_depth) {
   const int window = max_depth + 2 * tokens + 512;
   auto svc = start(model, cp, window);
-  must(svc->create_session(session_config(window)), "session");
+  must(svc->run(aoi::service::CreateSession{session_config(window)}), "session");
   const int tokens_per_bar = static_cast<int>(m.tokenize(bars(1, 0)[0] + "\n", false, false).size());
   const int warm_bars = depth / tokens_per_bar;
   int bar = 0;
   if (warm_bars > 0) {
-    const auto r = must(svc->push_text("bench", bars(warm_bars, 0)), "push");
+    const auto r = must(svc->push_text(svc->handle("bench"), bars(warm_bars, 0)), "push");
     wait_for(*svc, r.last_seq);
     bar = warm_bars;
   }
@@ -154,7 +154,7 @@ IngestRun aoi_ingest(const std::string& model, aoi::engine::Model& m, const aoi:
   const std::uint64_t tokens_before = svc->handle("bench")->counters().tokens_ingested.load();
   const std::uint64_t steps_before = svc->passes();
   const auto t0 = Clock::now();
-  const auto r = must(svc->push_text("bench", bars(tokens / tokens_per_bar, bar)), "push");
+  const auto r = must(svc->push_text(svc->handle("bench"), bars(tokens / tokens_per_bar, bar)), "push");
   wait_for(*svc, r.last_seq);
   const double secs = seconds_since(t0);
   svc->run_on_inference_thread([] {});
@@ -272,22 +272,22 @@ int main(int argc, char** argv) {
   {
     const int window = max_depth + 4 * tokens + 512;
     auto svc = start(model, cp, window);
-    must(svc->create_session(session_config(window)), "session");
-    const auto warm = must(svc->push_text("bench", bars(max_depth / 35 + 1, 0)), "push");
+    must(svc->run(aoi::service::CreateSession{session_config(window)}), "session");
+    const auto warm = must(svc->push_text(svc->handle("bench"), bars(max_depth / 35 + 1, 0)), "push");
     wait_for(*svc, warm.last_seq);
     aoi::service::QueryRequest q;
     q.question = "Is the trend UP or DOWN? Answer with one word.";
     q.generation.max_tokens = 1;
-    must(svc->query("bench", q), "query");  // the warm-up, untimed
+    must(svc->query(svc->handle("bench"), q), "query");  // the warm-up, untimed
     std::vector<double> idle, loaded_ms, batch_ms;
-    for (int i = 0; i < queries; ++i) idle.push_back(must(svc->query("bench", q), "query").total_ms);
+    for (int i = 0; i < queries; ++i) idle.push_back(must(svc->query(svc->handle("bench"), q), "query").total_ms);
     // One ingestion batch, measured alone.
     const int batch_bars = batch / 40;
     int batch_tokens = 0;
     for (int r = 0; r < repeats; ++r) {
       const auto t_batch = Clock::now();
       const std::uint64_t before = svc->handle("bench")->counters().tokens_ingested.load();
-      const auto one = must(svc->push_text("bench", bars(batch_bars, 5000 + r * batch_bars)), "push");
+      const auto one = must(svc->push_text(svc->handle("bench"), bars(batch_bars, 5000 + r * batch_bars)), "push");
       wait_for(*svc, one.last_seq);
       batch_ms.push_back(seconds_since(t_batch) * 1000);
       batch_tokens = static_cast<int>(svc->handle("bench")->counters().tokens_ingested.load() - before);
@@ -296,12 +296,12 @@ int main(int argc, char** argv) {
     const auto backlog_bars = bars(4 * tokens / 35, 6000);
     std::size_t backlog_tokens = 0;
     for (const auto& line : backlog_bars) backlog_tokens += m.tokenize(line + "\n", false, false).size();
-    const auto backlog = must(svc->push_text("bench", backlog_bars), "push");
+    const auto backlog = must(svc->push_text(svc->handle("bench"), backlog_bars), "push");
     // The context deepens as the backlog drains, and every pass with it: the bound takes the longest
     // ingestion pass seen while the queries ran (the session's last append when each query returns).
     double pass_ms = median(batch_ms);
     for (int i = 0; i < queries; ++i) {
-      loaded_ms.push_back(must(svc->query("bench", q), "query").total_ms);
+      loaded_ms.push_back(must(svc->query(svc->handle("bench"), q), "query").total_ms);
       pass_ms = std::max(pass_ms, svc->session("bench")->ingest_ms);
       std::this_thread::sleep_for(50ms);
     }

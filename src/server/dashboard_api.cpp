@@ -7,6 +7,7 @@
 #include "aoi/service/service.h"
 #include "async.h"
 #include "http.h"
+#include "submit.h"
 #include "web_assets.h"
 
 namespace aoi::server {
@@ -111,21 +112,20 @@ Result<size_t> parse_last(std::string_view query) {
 net::awaitable<Outcome> latest_records(Call& call) {
   auto last = parse_last(call.query);
   if (!last) co_return Outcome{error_response(call.request, last.error())};
-  service::Service& svc = call.service;
-  const auto handle = call.session;
-  const std::string& id = handle->id();
-  auto start = [&svc, handle, n = *last](auto done) { svc.latest_records(handle, n, done); };
-  auto latest = co_await await_callback<Result<service::Service::LatestRecords>>(start);
+  const std::string& id = call.session->id();
+  service::ShowRecords show{*last};
+  auto latest = co_await submit(call.service, call.session, show);
   if (!latest) co_return Outcome{error_response(call.request, latest.error())};
   json records = json::array();
   for (const auto& r : latest->records) {
     records.push_back({{"seq", r.seq}, {"text", r.text}, {"tokens", r.tokens}});
   }
-  co_return Outcome{json_response(call.request, http::status::ok,
-                                  {{"id", id},
-                                   {"residency", service::residency_name(handle->residency())},
-                                   {"data_version", latest->resident ? latest->data_version : handle->data_version()},
-                                   {"records", records}})};
+  co_return Outcome{
+      json_response(call.request, http::status::ok,
+                    {{"id", id},
+                     {"residency", service::residency_name(call.session->residency())},
+                     {"data_version", latest->resident ? latest->data_version : call.session->data_version()},
+                     {"records", records}})};
 }
 
 }  // namespace

@@ -275,14 +275,14 @@ json flash_json(const service::FlashQuery& f) {
   return out;
 }
 
-Result<FlashRegistration> parse_flash(const json& body) {
+Result<service::AddFlash> parse_flash(const json& body) {
   Fields f(body);
-  FlashRegistration out;
+  service::AddFlash out;
   auto question = f.string("question");
   if (!question) return question.error();
   if (!*question) return Error::invalid("question", "a question is needed");
   out.question = **question;
-  auto max_tokens = f.integer("max_tokens", 1, 1024);
+  auto max_tokens = f.integer("max_tokens", 1, service::kMaxFlashTokens);
   if (!max_tokens) return max_tokens.error();
   out.max_tokens = static_cast<int>(max_tokens->value_or(8));
   auto sink = f.object("sink");
@@ -323,7 +323,7 @@ Result<FlashRegistration> parse_flash(const json& body) {
   return out;
 }
 
-json prompt_json(const service::Service::Prompt& p, const engine::Model& model) {
+json prompt_json(const service::SessionPrompt& p, const engine::Model& model) {
   return {{"data_version", p.data_version},
           {"tokens", p.context},
           {"question_tokens", p.question},

@@ -24,15 +24,10 @@ nlohmann::json session_json(const service::SessionView& snapshot, const service:
                             const sources::SourceManager* sources);
 nlohmann::json push_json(const service::PushResult& pushed);
 nlohmann::json flash_json(const service::FlashQuery& query);
-nlohmann::json prompt_json(const service::Service::Prompt& prompt, const engine::Model& model);
+nlohmann::json prompt_json(const service::SessionPrompt& prompt, const engine::Model& model);
 // A flash registration: {"question", "max_tokens"?, "sink"?: {"url", "notify"?, "match"?}}. Unknown fields are
 // refused; the sink's URL is checked as the sink will read it (nothing connects yet).
-struct FlashRegistration {
-  std::string question;
-  int max_tokens = 8;
-  std::optional<service::FlashSink> sink;
-};
-Result<FlashRegistration> parse_flash(const nlohmann::json& body);
+Result<service::AddFlash> parse_flash(const nlohmann::json& body);
 nlohmann::json answer_json(const service::QueryOutcome& outcome, bool details);
 
 }  // namespace aoi::server

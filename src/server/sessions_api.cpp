@@ -20,6 +20,7 @@
 #include "records_body.h"
 #include "session_json.h"
 #include "sse_stream.h"
+#include "submit.h"
 
 namespace aoi::server {
 namespace {
@@ -75,10 +76,9 @@ net::awaitable<std::optional<QuotaRefusal>> check_cells(Call& call,
   if (t.admin || !t.quotas.cells) co_return std::nullopt;
   const Holdings held = holdings(call.service, t);
   if (held.cells <= *t.quotas.cells) co_return std::nullopt;
-  Service& svc = call.service;
   // This session, not whichever has its id by now.
-  auto start = [&svc, session](auto done) { svc.delete_session(session, done); };
-  (void)co_await await_callback<Status>(start);
+  service::DeleteSession remove;
+  (void)co_await submit(call.service, session, remove);
   call.quotas.count_refusal(t, "cells");
   const long mine = created.window_cells();
   co_return QuotaRefusal{"cells",
@@ -112,12 +112,10 @@ net::awaitable<Outcome> import_session(Call& call) {
   if (!snapshot) co_return Outcome{error_response(call.request, Error::invalid("body", snapshot.error().message))};
   QuotaGate::CreateTicket ticket;
   if (auto refused = admit_session(call, ticket)) co_return Outcome{quota_response(call.request, *refused)};
-  Service& svc = call.service;
-  std::string id = query_param(call.query, "id").value_or("");
-  std::string owner = call.tenant->admin ? "" : call.tenant->name;
-  auto start = [&svc, snap = std::move(snapshot).value(), id = std::move(id), owner = std::move(owner)](
-                   auto done) mutable { svc.import_session(std::move(snap), std::move(id), std::move(owner), done); };
-  auto created = co_await await_callback<Service::Created>(start);
+  service::ImportSession import{.snapshot = std::move(snapshot).value(),
+                                .id = query_param(call.query, "id").value_or(""),
+                                .owner = call.tenant->admin ? "" : call.tenant->name};
+  auto created = co_await submit(call.service, import);
   if (!created) {
     Error e = created.error();
     // The file is the client's input: a file this server cannot use is a bad request body.
@@ -128,10 +126,9 @@ net::awaitable<Outcome> import_session(Call& call) {
 }
 
 net::awaitable<Outcome> export_session(Call& call) {
-  Service& svc = call.service;
   const std::string& id = call.session->id();
-  auto start = [&svc, session = call.session](auto done) { svc.export_session(session, done); };
-  auto exported = co_await await_callback<Result<service::ExportedSession>>(start);
+  service::ExportSession export_state;
+  auto exported = co_await submit(call.service, call.session, export_state);
   if (!exported) co_return Outcome{error_response(call.request, exported.error())};
   const store::Bytes bytes = store::encode_snapshot(exported->snapshot);
   Response res{http::status::ok, call.request.version()};
@@ -146,10 +143,9 @@ net::awaitable<Outcome> export_session(Call& call) {
 }
 
 net::awaitable<Outcome> save_session(Call& call) {
-  Service& svc = call.service;
   const std::string& id = call.session->id();
-  auto start = [&svc, session = call.session](auto done) { svc.save_session(session, done); };
-  auto saved = co_await await_callback<Result<service::SaveOutcome>>(start);
+  service::SaveSession save;
+  auto saved = co_await submit(call.service, call.session, save);
   if (!saved) co_return Outcome{error_response(call.request, saved.error())};
   co_return Outcome{json_response(call.request, http::status::ok,
                                   {{"id", id},
@@ -160,19 +156,17 @@ net::awaitable<Outcome> save_session(Call& call) {
 }
 
 net::awaitable<Outcome> unload_session(Call& call) {
-  Service& svc = call.service;
   const std::string& id = call.session->id();
-  auto start = [&svc, session = call.session](auto done) { svc.unload_session(session, done); };
-  auto unloaded = co_await await_callback<Status>(start);
+  service::UnloadSession unload;
+  auto unloaded = co_await submit(call.service, call.session, unload);
   if (!unloaded) co_return Outcome{error_response(call.request, unloaded.error())};
   co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"residency", "on_disk"}})};
 }
 
 net::awaitable<Outcome> load_session(Call& call) {
-  Service& svc = call.service;
   const std::string& id = call.session->id();
-  auto start = [&svc, session = call.session](auto done) { svc.load_session(session, done); };
-  auto loaded = co_await await_callback<Result<double>>(start);
+  service::LoadSession load;
+  auto loaded = co_await submit(call.service, call.session, load);
   if (!loaded) co_return Outcome{error_response(call.request, loaded.error())};
   co_return Outcome{json_response(call.request, http::status::ok,
                                   {{"id", id}, {"residency", "resident"}, {"timings", {{"load_ms", *loaded}}}})};
@@ -196,9 +190,8 @@ net::awaitable<Outcome> create_session(Call& call) {
   QuotaGate::CreateTicket ticket;
   if (auto refused = admit_session(call, ticket)) co_return Outcome{quota_response(call.request, *refused)};
   config.owner = call.tenant->admin ? "" : call.tenant->name;
-  Service& svc = call.service;
-  auto start = [&svc, config = std::move(config)](auto done) mutable { svc.create_session(std::move(config), done); };
-  auto created = co_await await_callback<Service::Created>(start);
+  service::CreateSession create{std::move(config)};
+  auto created = co_await submit(call.service, create);
   if (!created) co_return Outcome{error_response(call.request, created.error())};
   if (call.sources != nullptr && (*created)->config().source) call.sources->poke();
   co_return co_await created_response(call, *created);
@@ -218,10 +211,9 @@ net::awaitable<Outcome> get_session(Call& call) {
 }
 
 net::awaitable<Outcome> delete_session(Call& call) {
-  Service& svc = call.service;
   const std::string& id = call.session->id();
-  auto start = [&svc, session = call.session](auto done) { svc.delete_session(session, done); };
-  auto deleted = co_await await_callback<Status>(start);
+  service::DeleteSession remove;
+  auto deleted = co_await submit(call.service, call.session, remove);
   if (!deleted) co_return Outcome{error_response(call.request, deleted.error())};
   co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"deleted", true}})};
 }
@@ -333,21 +325,17 @@ net::awaitable<Outcome> events(Call& call) {
 }
 
 net::awaitable<Outcome> context(Call& call) {
-  Service& svc = call.service;
-  std::string question = query_param(call.query, "question").value_or("");
-  auto start = [&svc, session = call.session, question = std::move(question)](auto done) {
-    svc.prompt(session, question, done);
-  };
-  auto prompt = co_await await_callback<Result<Service::Prompt>>(start);
+  service::ShowPrompt show{query_param(call.query, "question").value_or("")};
+  auto prompt = co_await submit(call.service, call.session, show);
   if (!prompt) co_return Outcome{error_response(call.request, prompt.error())};
-  co_return Outcome{json_response(call.request, http::status::ok, prompt_json(*prompt, svc.model()))};
+  co_return Outcome{json_response(call.request, http::status::ok, prompt_json(*prompt, call.service.model()))};
 }
 
 net::awaitable<Outcome> add_flash(Call& call) {
   AOI_TRY(body, parse_object(call.request.body()));
   AOI_TRY(flash, parse_flash(body));
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
-  auto added = call.service.add_flash(call.session, flash.question, flash.max_tokens, flash.sink);
+  auto added = call.service.add_flash(call.session, std::move(flash));
   if (added && added->sink && call.sinks != nullptr) call.sinks->poke();
   if (!added) co_return Outcome{error_response(call.request, added.error())};
   co_return Outcome{json_response(call.request, http::status::created, flash_json(*added))};

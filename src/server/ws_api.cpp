@@ -96,7 +96,7 @@ void handle_frame(Call& call, const std::string& text, const Outbox& out) {
     auto flash = parse_flash(body);
     if (!flash) return send_error(out, flash.error(), ref);
     if (auto refused = call.quotas.take_query(*call.tenant)) return send_refusal(out, *refused, ref);
-    auto added = svc.add_flash(session, flash->question, flash->max_tokens, flash->sink);
+    auto added = svc.add_flash(session, std::move(flash).value());
     if (!added) return send_error(out, added.error(), ref);
     json reply = flash_json(*added);
     reply["op"] = "flash_added";

@@ -32,6 +32,9 @@ std::uint64_t question_hash(std::string_view normalized) {
 Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens, std::optional<FlashSink> sink) {
   std::string key = normalize_question(question);
   if (key.empty()) return Error::invalid("question", "question is empty");
+  if (max_tokens < 1 || max_tokens > kMaxFlashTokens) {
+    return Error::invalid("max_tokens", "must be between 1 and " + std::to_string(kMaxFlashTokens));
+  }
   const std::uint64_t hash = question_hash(key);
   std::lock_guard lock(mu_);
   for (const auto& e : entries_) {

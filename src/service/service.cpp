@@ -41,13 +41,11 @@ Error deleted_session(const SessionHandle& h) { return Error::not_found("session
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-// Runs an asynchronous call and waits for its result.
-template <class T, class Call>
-T wait_for(Call&& call) {
-  std::promise<T> promise;
-  auto future = promise.get_future();
-  call([&promise](T r) { promise.set_value(std::move(r)); });
-  return future.get();
+// Why a caller's session cannot be acted on: none (an id that resolved to nothing), or deleted since.
+std::optional<Error> unusable(const std::shared_ptr<SessionHandle>& h) {
+  if (!h) return Error::not_found("no such session");
+  if (h->deleted.load()) return deleted_session(*h);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -313,10 +311,9 @@ void Service::with_settled(const std::shared_ptr<SessionHandle>& handle,
       fail);
 }
 
-void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional<store::SnapshotData> snapshot,
-                            std::function<void(Created)> done) {
+void Service::start_session(SessionRef handle, std::optional<store::SnapshotData> snapshot,
+                            const Reply<CreateSession::Answer>& reply) {
   const std::string id = handle->id();
-  const Reply<Created> reply(std::move(done));
   auto on_error = [this, id, handle, reply](Error e) {
     release_id(id);
     if (persistence_ && handle->files()) (void)persistence_->remove(handle->files());
@@ -339,13 +336,15 @@ void Service::start_session(std::shared_ptr<SessionHandle> handle, std::optional
       [on_error](const Error& e) { on_error(e); });
 }
 
-void Service::create_session(session::SessionConfig config, std::function<void(Created)> done) {
-  if (Status st = reserve_id(config); !st) return done(st.error());
+void Service::submit(CreateSession command, AnswerTo<CreateSession> to) {
+  const Reply<CreateSession::Answer> reply(std::move(to));
+  session::SessionConfig& config = command.config;
+  if (Status st = reserve_id(config); !st) return reply.fail(st.error());
   const std::string id = config.id;
   auto handle = make_handle(std::move(config), unix_now());
   if (!handle) {
     release_id(id);
-    return done(handle.error());
+    return reply(handle.error());
   }
   // What is known before the session is in the cache.
   ViewPublisher::publish(**handle);
@@ -354,33 +353,23 @@ void Service::create_session(session::SessionConfig config, std::function<void(C
     auto files = persistence_->create((*handle)->config(), (*handle)->progress().created_unix);
     if (!files) {
       release_id(id);
-      return done(files.error());
+      return reply(files.error());
     }
     (*handle)->attach_files(*files, &persistence_->syncer(), 0);
   }
-  start_session(std::move(handle).value(), std::nullopt, std::move(done));
+  start_session(std::move(handle).value(), std::nullopt, reply);
 }
 
-Result<SessionView> Service::create_session(session::SessionConfig config) {
-  auto created = wait_for<Created>([&](auto done) { create_session(std::move(config), std::move(done)); });
-  if (!created) return created.error();
-  return *(*created)->view();
-}
-
-void Service::delete_session(const SessionRef& handle, std::function<void(Status)> done) {
+void Service::execute(const SessionRef& handle, DeleteSession /*command*/, const Reply<Status>& reply) {
   {
     // Exactly this session: one deleted already, whose id another session has taken since, is gone.
     std::lock_guard lock(registry_mu_);
     const auto it = registry_.find(handle->id());
-    if (it == registry_.end() || it->second != handle) {
-      done(deleted_session(*handle));
-      return;
-    }
+    if (it == registry_.end() || it->second != handle) return reply(deleted_session(*handle));
     registry_.erase(it);
   }
   // No push is accepted from now on; those accepted before are in its queue, counted below.
   handle->close();
-  const Reply<Status> reply(std::move(done));
   loop_->post(
       [this, handle, reply](sched::LoopToken& token) {
         InferenceState& st = state_.get(token);
@@ -418,10 +407,6 @@ void Service::delete_session(const SessionRef& handle, std::function<void(Status
       [reply](const Error& e) { reply.fail(e); });
 }
 
-Status Service::delete_session(std::string_view id) {
-  return wait_for<Status>([&](auto done) { delete_session(id, std::move(done)); });
-}
-
 std::shared_ptr<SessionHandle> Service::handle(std::string_view id) const {
   std::lock_guard lock(registry_mu_);
   const auto it = registry_.find(id);
@@ -452,6 +437,7 @@ std::vector<SessionView> Service::sessions() const {
 
 Result<PushResult> Service::push(const SessionRef& h, std::vector<RecordInput> records,
                                  std::vector<std::string> positions) {
+  if (auto e = unusable(h)) return *e;
   if (h->residency() == Residency::kDamaged) {
     return Error::damaged("session " + h->id() + " is damaged: " + h->view()->damage);
   }
@@ -476,12 +462,9 @@ Result<PushResult> Service::push_text(const SessionRef& h, std::vector<std::stri
       h, std::vector<RecordInput>(std::make_move_iterator(records.begin()), std::make_move_iterator(records.end())));
 }
 
-Result<FlashQuery> Service::add_flash(const SessionRef& h, std::string question, int max_tokens,
-                                      std::optional<FlashSink> sink) {
-  if (h->deleted.load()) return deleted_session(*h);
-  if (max_tokens < 1 || max_tokens > 1024) return Error::invalid("max_tokens", "must be between 1 and 1024");
-  if (normalize_question(question).empty()) return Error::invalid("question", "question is empty");
-  auto added = h->flash().add(std::move(question), max_tokens, std::move(sink));
+Result<FlashQuery> Service::add_flash(const SessionRef& h, AddFlash flash) {
+  if (auto e = unusable(h)) return *e;
+  auto added = h->flash().add(std::move(flash.question), flash.max_tokens, std::move(flash.sink));
   if (!added) return added.error();
   if (h->files()) {
     // Registered only once it is on disk: a restart keeps it. (A session deleted meanwhile: kNotFound.)
@@ -501,12 +484,12 @@ Result<FlashQuery> Service::add_flash(const SessionRef& h, std::string question,
 }
 
 Result<std::vector<FlashQuery>> Service::list_flash(const SessionRef& h) const {
-  if (h->deleted.load()) return deleted_session(*h);
+  if (auto e = unusable(h)) return *e;
   return h->flash().list();
 }
 
 Status Service::remove_flash(const SessionRef& h, std::string_view fid) {
-  if (h->deleted.load()) return deleted_session(*h);
+  if (auto e = unusable(h)) return *e;
   if (Status st = h->flash().remove(fid); !st) return st;
   if (h->files()) {
     if (Status st = h->files()->save_flash(h->flash().list(), h->flash().next_id()); !st) return st;
@@ -517,7 +500,7 @@ Status Service::remove_flash(const SessionRef& h, std::string_view fid) {
 
 void Service::query(const SessionRef& h, QueryRequest request, AnswerConsumer<QueryOutcome> to) {
   const AnswerSink<QueryOutcome> answer(std::move(to), request.stream);
-  if (h->deleted.load()) return answer(deleted_session(*h));
+  if (auto e = unusable(h)) return answer(*e);
   if (request.wait_timeout > params_.max_wait) request.wait_timeout = params_.max_wait;
   if (const std::uint64_t replay = h->replay_until.load(); replay > h->seq_ingested()) {
     // Back from a restart with records to ingest again: answer on them, as the session would have.
@@ -546,9 +529,9 @@ void Service::query(const SessionRef& h, QueryRequest request, AnswerConsumer<Qu
       [answer](const Error& e) { answer.fail(e); });
 }
 
-Result<QueryOutcome> Service::query(std::string_view id, QueryRequest request) {
-  return wait_for<Result<QueryOutcome>>(
-      [&](auto done) { query(id, std::move(request), end_only<QueryOutcome>(std::move(done))); });
+Result<QueryOutcome> Service::query(const SessionRef& h, QueryRequest request) {
+  return wait_for_answer<Result<QueryOutcome>>(
+      [&](auto done) { query(h, std::move(request), end_only<QueryOutcome>(std::move(done))); });
 }
 
 int Service::completion_limit() const {
@@ -639,21 +622,19 @@ void Service::generate(GenerateRequest request, AnswerConsumer<GenerateOutcome> 
 }
 
 Result<GenerateOutcome> Service::generate(GenerateRequest request) {
-  return wait_for<Result<GenerateOutcome>>(
+  return wait_for_answer<Result<GenerateOutcome>>(
       [&](auto done) { generate(std::move(request), end_only<GenerateOutcome>(std::move(done))); });
 }
 
-void Service::prompt(const SessionRef& h, std::string question, std::function<void(Result<Prompt>)> done) {
-  if (h->deleted.load()) return done(deleted_session(*h));
-  const Reply<Result<Prompt>> reply(std::move(done));
+void Service::execute(const SessionRef& h, ShowPrompt command, const Reply<ShowPrompt::Answer>& reply) {
   with_resident(
       h,
-      [h, question = std::move(question), reply](InferenceState& st, const Status& resident) {
+      [h, question = std::move(command.question), reply](InferenceState& st, const Status& resident) {
         if (!resident) return reply(resident.error());
         const auto rt = st.runtime(*h);
         if (!rt) return reply(deleted_session(*h));
         const session::Session& s = *rt->session;
-        Prompt p;
+        SessionPrompt p;
         p.context = s.context_tokens();
         p.data_version = s.data_version();
         if (!question.empty()) {
@@ -666,8 +647,8 @@ void Service::prompt(const SessionRef& h, std::string question, std::function<vo
       [reply](const Error& e) { reply.fail(e); });
 }
 
-void Service::latest_records(const SessionRef& h, size_t n, std::function<void(Result<LatestRecords>)> done) {
-  const Reply<Result<LatestRecords>> reply(std::move(done));
+void Service::execute(const SessionRef& h, ShowRecords command, const Reply<ShowRecords::Answer>& reply) {
+  const size_t n = command.n;
   // Straight onto the loop, not through with_resident: a viewer's look must not move sessions between the
   // cache and the disk, nor count as a use.
   loop_->post(
@@ -691,9 +672,7 @@ void Service::latest_records(const SessionRef& h, size_t n, std::function<void(R
       [reply](const Error& e) { reply.fail(e); });
 }
 
-void Service::export_session(const SessionRef& h, std::function<void(Result<ExportedSession>)> done) {
-  if (h->deleted.load()) return done(deleted_session(*h));
-  const Reply<Result<ExportedSession>> reply(std::move(done));
+void Service::execute(const SessionRef& h, ExportSession /*command*/, const Reply<ExportSession::Answer>& reply) {
   with_settled(
       h,
       [reply](InferenceState& st, SessionRuntime& rt) {
@@ -707,11 +686,9 @@ void Service::export_session(const SessionRef& h, std::function<void(Result<Expo
       [reply](const Error& e) { reply.fail(e); });
 }
 
-void Service::save_session(const SessionRef& h, std::function<void(Result<SaveOutcome>)> done) {
-  if (h->deleted.load()) return done(deleted_session(*h));
+void Service::execute(const SessionRef& h, SaveSession /*command*/, const Reply<SaveSession::Answer>& reply) {
   if (!persistence_)
-    return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
-  const Reply<Result<SaveOutcome>> reply(std::move(done));
+    return reply(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
   with_settled(
       h,
       [reply](InferenceState& st, SessionRuntime& rt) {
@@ -731,11 +708,9 @@ void Service::save_session(const SessionRef& h, std::function<void(Result<SaveOu
       [reply](const Error& e) { reply.fail(e); });
 }
 
-void Service::unload_session(const SessionRef& h, std::function<void(Status)> done) {
-  if (h->deleted.load()) return done(deleted_session(*h));
+void Service::execute(const SessionRef& h, UnloadSession /*command*/, const Reply<Status>& reply) {
   if (!persistence_)
-    return done(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
-  const Reply<Status> reply(std::move(done));
+    return reply(Error::invalid("data_dir", "the server keeps sessions in memory only (--memory-only)"));
   loop_->post(
       [this, h, reply](sched::LoopToken& token) {
         InferenceState& st = state_.get(token);
@@ -756,11 +731,9 @@ void Service::unload_session(const SessionRef& h, std::function<void(Status)> do
       [reply](const Error& e) { reply.fail(e); });
 }
 
-void Service::load_session(const SessionRef& h, std::function<void(Result<double>)> done) {
-  if (h->deleted.load()) return done(deleted_session(*h));
+void Service::execute(const SessionRef& h, LoadSession /*command*/, const Reply<LoadSession::Answer>& reply) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool resident = h->residency() == Residency::kResident;
-  const Reply<Result<double>> reply(std::move(done));
   with_resident(
       h,
       [reply, t0, resident](InferenceState&, const Status& st) {
@@ -771,27 +744,28 @@ void Service::load_session(const SessionRef& h, std::function<void(Result<double
       [reply](const Error& e) { reply.fail(e); });
 }
 
-void Service::import_session(store::SnapshotData snapshot, std::string id, std::string owner,
-                             std::function<void(Created)> done) {
+void Service::submit(ImportSession command, AnswerTo<ImportSession> to) {
+  const Reply<ImportSession::Answer> reply(std::move(to));
+  store::SnapshotData& snapshot = command.snapshot;
   auto meta = decode_snapshot_meta(snapshot.meta);
-  if (!meta) return done(meta.error());
+  if (!meta) return reply(meta.error());
   const std::string kv_layout = state_.published().kv_layout();
   if (meta->model_fingerprint != model_->fingerprint() || meta->kv_layout != kv_layout) {
-    return done(Error::damaged("the snapshot was made with another model or KV layout (model " +
-                               meta->model_fingerprint + ", " + meta->kv_layout + "; this server: model " +
-                               model_->fingerprint() + ", " + kv_layout + ")"));
+    return reply(Error::damaged("the snapshot was made with another model or KV layout (model " +
+                                meta->model_fingerprint + ", " + meta->kv_layout + "; this server: model " +
+                                model_->fingerprint() + ", " + kv_layout + ")"));
   }
   session::SessionConfig config = meta->config;
-  if (!id.empty()) config.id = std::move(id);
-  config.owner = std::move(owner);  // the importer's, whoever exported it
-  if (Status st = reserve_id(config); !st) return done(st.error());
+  if (!command.id.empty()) config.id = std::move(command.id);
+  config.owner = std::move(command.owner);  // the importer's, whoever exported it
+  if (Status st = reserve_id(config); !st) return reply(st.error());
   const std::string sid = config.id;
   // The snapshot carries the configuration under the old id: the session runs under the new one.
   snapshot.meta["config"] = config_to_json(config);
   auto handle = make_handle(std::move(config), unix_now());
   if (!handle) {
     release_id(sid);
-    return done(handle.error());
+    return reply(handle.error());
   }
   SessionHandle& h = **handle;
   restore_progress(h, *meta);
@@ -801,13 +775,13 @@ void Service::import_session(store::SnapshotData snapshot, std::string id, std::
     auto files = persistence_->create(h.config(), h.progress().created_unix);
     if (!files) {
       release_id(sid);
-      return done(files.error());
+      return reply(files.error());
     }
     h.attach_files(*files, &persistence_->syncer(), meta->last_event_id);
     if (Status st = (*files)->save_flash(h.flash().list(), h.flash().next_id()); !st) {
       (void)persistence_->remove(*files);
       release_id(sid);
-      return done(st.error());
+      return reply(st.error());
     }
     // Its snapshot is its starting point on disk too (the log begins after it).
     persistence_->save(*files, std::make_shared<const store::SnapshotData>(snapshot), meta->consumed_seq);
@@ -815,76 +789,23 @@ void Service::import_session(store::SnapshotData snapshot, std::string id, std::
     h.events().persist_ids(meta->last_event_id, {});
   }
   h.resume(meta->consumed_seq, {}, meta->source_position);
-  start_session(std::move(handle).value(), std::move(snapshot), std::move(done));
+  start_session(std::move(handle).value(), std::move(snapshot), reply);
 }
 
-// ---- The same operations by id, each resolving it once (for in-process callers: tools and tests) ----
-
-void Service::export_session(std::string_view id, std::function<void(Result<ExportedSession>)> done) {
-  if (auto h = handle(id)) return export_session(h, std::move(done));
-  done(unknown_session(id));
+template <SessionCommand C>
+void Service::submit(const SessionRef& session, C command, AnswerTo<C> to) {
+  const Reply<typename C::Answer> reply(std::move(to));
+  if (auto e = unusable(session)) return reply(*e);
+  execute(session, std::move(command), reply);
 }
 
-void Service::save_session(std::string_view id, std::function<void(Result<SaveOutcome>)> done) {
-  if (auto h = handle(id)) return save_session(h, std::move(done));
-  done(unknown_session(id));
-}
-
-void Service::unload_session(std::string_view id, std::function<void(Status)> done) {
-  if (auto h = handle(id)) return unload_session(h, std::move(done));
-  done(unknown_session(id));
-}
-
-void Service::load_session(std::string_view id, std::function<void(Result<double>)> done) {
-  if (auto h = handle(id)) return load_session(h, std::move(done));
-  done(unknown_session(id));
-}
-
-void Service::delete_session(std::string_view id, std::function<void(Status)> done) {
-  if (auto h = handle(id)) return delete_session(h, std::move(done));
-  done(unknown_session(id));
-}
-
-Result<PushResult> Service::push(std::string_view id, std::vector<RecordInput> records) {
-  if (auto h = handle(id)) return push(h, std::move(records));
-  return unknown_session(id);
-}
-
-Result<PushResult> Service::push_text(std::string_view id, std::vector<std::string> records) {
-  if (auto h = handle(id)) return push_text(h, std::move(records));
-  return unknown_session(id);
-}
-
-void Service::query(std::string_view id, QueryRequest request, AnswerConsumer<QueryOutcome> to) {
-  if (auto h = handle(id)) return query(h, std::move(request), std::move(to));
-  to(Result<QueryOutcome>(unknown_session(id)));
-}
-
-Result<FlashQuery> Service::add_flash(std::string_view id, std::string question, int max_tokens,
-                                      std::optional<FlashSink> sink) {
-  if (auto h = handle(id)) return add_flash(h, std::move(question), max_tokens, std::move(sink));
-  return unknown_session(id);
-}
-
-Result<std::vector<FlashQuery>> Service::list_flash(std::string_view id) const {
-  if (auto h = handle(id)) return list_flash(h);
-  return unknown_session(id);
-}
-
-Status Service::remove_flash(std::string_view id, std::string_view fid) {
-  if (auto h = handle(id)) return remove_flash(h, fid);
-  return unknown_session(id);
-}
-
-void Service::prompt(std::string_view id, std::string question, std::function<void(Result<Prompt>)> done) {
-  if (auto h = handle(id)) return prompt(h, std::move(question), std::move(done));
-  done(unknown_session(id));
-}
-
-void Service::latest_records(std::string_view id, size_t n, std::function<void(Result<LatestRecords>)> done) {
-  if (auto h = handle(id)) return latest_records(h, n, std::move(done));
-  done(unknown_session(id));
-}
+template void Service::submit(const SessionRef&, DeleteSession, AnswerTo<DeleteSession>);
+template void Service::submit(const SessionRef&, ExportSession, AnswerTo<ExportSession>);
+template void Service::submit(const SessionRef&, SaveSession, AnswerTo<SaveSession>);
+template void Service::submit(const SessionRef&, UnloadSession, AnswerTo<UnloadSession>);
+template void Service::submit(const SessionRef&, LoadSession, AnswerTo<LoadSession>);
+template void Service::submit(const SessionRef&, ShowPrompt, AnswerTo<ShowPrompt>);
+template void Service::submit(const SessionRef&, ShowRecords, AnswerTo<ShowRecords>);
 
 void Service::run_on_inference_thread(std::function<void()> fn) {
   std::promise<void> promise;

@@ -65,7 +65,8 @@ void check_query(const json& body, const std::string& where) {
 void check_flash(const json& body, const std::string& where) {
   const auto f = aoi::server::parse_flash(body);
   if (refused_well(f, where)) return;
-  FUZZ_CHECK(f->second >= 1 && f->second <= 1024, where + ": max_tokens");
+  FUZZ_CHECK(f->max_tokens >= 1 && f->max_tokens <= aoi::service::kMaxFlashTokens, where + ": max_tokens");
+  FUZZ_CHECK(!f->question.empty(), where + ": question");
 }
 
 void check_messages(const aoi::service::GenerateRequest& r, bool anthropic, const std::string& where) {

@@ -180,7 +180,7 @@ Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
   config.retention.max_tokens = window_tokens(o);
   config.retention.policy = o.eviction;
   config.query_budget = 256;
-  if (auto created = svc.create_session(config); !created) return created.error();
+  if (auto created = svc.run(service::CreateSession{config}); !created) return created.error();
 
   ModeRun run;
   RecordSource source(o);
@@ -195,7 +195,7 @@ Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
     if (batch.empty()) break;
     const std::uint64_t tokens_before = svc.handle("replay")->counters().tokens_ingested.load();
     const auto t0 = Clock::now();
-    auto pushed = svc.push_text("replay", std::move(batch));
+    auto pushed = svc.push_text(svc.handle("replay"), std::move(batch));
     if (!pushed) return pushed.error();
     wait_ingested(svc, "replay", pushed->last_seq);
     run.ingest_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -203,7 +203,7 @@ Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
     // The warm-up, untimed, over the first records: the first question pays for buffers and cold caches.
     if (!warmed_up) {
       for (const auto& question : o.questions) {
-        if (auto answer = svc.query("replay", make_query(o, question)); !answer) return answer.error();
+        if (auto answer = svc.query(svc.handle("replay"), make_query(o, question)); !answer) return answer.error();
       }
       warmed_up = true;
     }
@@ -220,7 +220,7 @@ Result<ModeRun> run_mode(const ReplayOptions& o, session::SessionMode mode) {
       auto before = session_state(svc);
       if (!before) return before.error();
       for (int r = 0; r < o.repeats; ++r) {
-        auto answer = svc.query("replay", make_query(o, question));
+        auto answer = svc.query(svc.handle("replay"), make_query(o, question));
         if (!answer) return answer.error();
         auto after = session_state(svc);
         if (!after) return after.error();

@@ -51,11 +51,15 @@ struct FlashQuery {
   FlashAnswer answer;
 };
 
+// A flash answer's length at most (its max_tokens), as for every question.
+inline constexpr int kMaxFlashTokens = 1024;
+
 class FlashRegistry {
  public:
   explicit FlashRegistry(size_t max_queries) : max_(max_queries) {}
 
-  // Errors: conflict (the same normalized question is registered), overloaded (full).
+  // Errors: invalid (an empty question, max_tokens outside 1..kMaxFlashTokens), conflict (the same normalized
+  // question is registered), overloaded (full).
   Result<FlashQuery> add(std::string question, int max_tokens, std::optional<FlashSink> sink = std::nullopt);
   Status remove(std::string_view fid);
   std::vector<FlashQuery> list() const;

@@ -59,11 +59,11 @@ TEST_P(Families, FlashAnswersFromSharedPassesEqualAPlainSession) {
   c.retention.max_tokens = 500;  // rebuilds in the background after a few rounds
   c.query_budget = 48;
   c.id = "flash";
-  ASSERT_TRUE((*svc)->create_session(c).ok());
+  ASSERT_TRUE((*svc)->run(service::CreateSession{c}).ok());
   c.id = "plain";
-  ASSERT_TRUE((*svc)->create_session(c).ok());
+  ASSERT_TRUE((*svc)->run(service::CreateSession{c}).ok());
   const std::string question = "Is the trend UP or DOWN?";
-  ASSERT_TRUE((*svc)->add_flash("flash", question, 6).ok());
+  ASSERT_TRUE((*svc)->add_flash((*svc)->handle("flash"), {question, 6}).ok());
 
   int bar = 0;
   test::Tally tally(test::kSharedPasses);
@@ -71,7 +71,7 @@ TEST_P(Families, FlashAnswersFromSharedPassesEqualAPlainSession) {
     const auto lines = test::ohlcv_lines(8, 7, bar);
     bar += static_cast<int>(lines.size());
     for (const char* id : {"flash", "plain"}) {
-      const auto last = (*svc)->push_text(id, lines)->last_seq;
+      const auto last = (*svc)->push_text((*svc)->handle(id), lines)->last_seq;
       for (int i = 0; i < 6000 && (*svc)->session(id)->last_seq_ingested < last; ++i) std::this_thread::sleep_for(10ms);
     }
     service::QueryRequest ask;
@@ -81,13 +81,13 @@ TEST_P(Families, FlashAnswersFromSharedPassesEqualAPlainSession) {
     // The flash answer of this version, once its round ran (the standard path answers before that).
     Result<service::QueryOutcome> hit = Error::internal("no flash answer");
     for (int i = 0; i < 600; ++i) {
-      hit = (*svc)->query("flash", ask);
+      hit = (*svc)->query((*svc)->handle("flash"), ask);
       if (!hit.ok() || hit->path == "flash") break;
       std::this_thread::sleep_for(20ms);
     }
     ASSERT_TRUE(hit.ok()) << hit.error().message;
     ASSERT_EQ(hit->path, "flash") << "round " << round << ": no flash answer";
-    auto plain = (*svc)->query("plain", ask);
+    auto plain = (*svc)->query((*svc)->handle("plain"), ask);
     ASSERT_TRUE(plain.ok()) << plain.error().message;
     const auto cmp = test::compare(hit->answer.details, plain->answer.details, tally.bound);
     tally.add(cmp);
@@ -134,20 +134,20 @@ TEST_P(Families, BatchingRestoringPrefixHitsAndDraftsChangeNoAnswer) {
   c.query_budget = 48;
   for (size_t i = 0; i < ids.size(); ++i) {
     c.id = ids[i];
-    ASSERT_TRUE(svc->create_session(c).ok());
-    const auto pushed = svc->push_text(ids[i], test::ohlcv_lines(12 + 3 * static_cast<int>(i), 40 + i));
+    ASSERT_TRUE(svc->run(service::CreateSession{c}).ok());
+    const auto pushed = svc->push_text(svc->handle(ids[i]), test::ohlcv_lines(12 + 3 * static_cast<int>(i), 40 + i));
     ASSERT_TRUE(pushed.ok());
     ASSERT_TRUE(test::wait_ingested(*svc, ids[i], pushed->last_seq));
   }
   const auto question = test::model_question("Is the trend UP or DOWN?", 8);
   std::vector<Result<service::QueryOutcome>> alone;
-  for (const auto& id : ids) alone.push_back(svc->query(id, question));
+  for (const auto& id : ids) alone.push_back(svc->query(svc->handle(id), question));
   std::vector<std::promise<Result<service::QueryOutcome>>> promises(ids.size());
   svc->run_on_inference_thread([&] {
     for (size_t i = 0; i < ids.size(); ++i) {
-      svc->query(ids[i], question, service::end_only<service::QueryOutcome>([&, i](Result<service::QueryOutcome> r) {
-                   promises[i].set_value(std::move(r));
-                 }));
+      svc->query(svc->handle(ids[i]), question,
+                 service::end_only<service::QueryOutcome>(
+                     [&, i](Result<service::QueryOutcome> r) { promises[i].set_value(std::move(r)); }));
     }
   });
   test::Tally batched(test::kSharedPasses);
@@ -161,10 +161,10 @@ TEST_P(Families, BatchingRestoringPrefixHitsAndDraftsChangeNoAnswer) {
 
   // Restoring: s0 to disk and back answers as before.
   std::promise<Status> unloaded;
-  svc->unload_session("s0", [&](Status st) { unloaded.set_value(std::move(st)); });
+  svc->submit(svc->handle("s0"), service::UnloadSession{}, [&](Status st) { unloaded.set_value(std::move(st)); });
   const Status st = unloaded.get_future().get();
   ASSERT_TRUE(st.ok()) << st.error().message;
-  auto restored = svc->query("s0", question);
+  auto restored = svc->query(svc->handle("s0"), question);
   ASSERT_TRUE(restored.ok()) << restored.error().message;
   test::Tally restore(test::kSameComputation);
   restore.add(test::compare(restored->answer, alone[0]->answer, restore.bound));
@@ -208,7 +208,7 @@ TEST_P(Families, BatchingRestoringPrefixHitsAndDraftsChangeNoAnswer) {
     r.generation.keep_first_logits = true;
     requests.push_back(std::move(r));
   }
-  ASSERT_TRUE(svc->push_text("s1", test::ohlcv_lines(20, 9, 100)).ok());
+  ASSERT_TRUE(svc->push_text(svc->handle("s1"), test::ohlcv_lines(20, 9, 100)).ok());
   std::vector<std::promise<Result<service::GenerateOutcome>>> drafted(requests.size());
   svc->run_on_inference_thread([&] {
     for (size_t i = 0; i < requests.size(); ++i) {

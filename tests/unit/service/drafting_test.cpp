@@ -94,7 +94,7 @@ TEST(Drafting, AnswersDraftedInPassesSharedWithOtherWorkAreTheSame) {
   config.id = "neighbour";
   config.system = "Bars follow.";
   config.retention.max_tokens = 1500;
-  ASSERT_TRUE(drafting->create_session(config).ok());
+  ASSERT_TRUE(drafting->run(CreateSession{config}).ok());
   std::vector<std::string> prompts;
   for (int i = 0; i < 4; ++i) {
     prompts.push_back("Loop " + std::to_string(i) + ": 7.25 8.10 6.80 7.90 7.25 8.10 6.80 7.90 7.25 8.10");
@@ -102,7 +102,7 @@ TEST(Drafting, AnswersDraftedInPassesSharedWithOtherWorkAreTheSame) {
   const auto requests = raw_requests(prompts, 40);
   std::vector<std::string> bars;
   for (int i = 0; i < 40; ++i) bars.push_back("bar " + std::to_string(i) + ": close " + std::to_string(100 + i % 7));
-  ASSERT_TRUE(drafting->push_text("neighbour", bars).ok());
+  ASSERT_TRUE(drafting->push_text(drafting->handle("neighbour"), bars).ok());
   const auto together = at_once(*drafting, requests);
   test::Tally tally(test::kSharedPasses);
   int accepted = 0;
@@ -214,8 +214,8 @@ TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
     config.system = "Quote the log.";
     config.retention.max_tokens = 1500;
     config.query_budget = 96;
-    ASSERT_TRUE(svc->create_session(config).ok());
-    auto pushed = svc->push_text("harbour", records);
+    ASSERT_TRUE(svc->run(CreateSession{config}).ok());
+    auto pushed = svc->push_text(svc->handle("harbour"), records);
     ASSERT_TRUE(pushed.ok()) << pushed.error().message;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (svc->session("harbour")->last_seq_ingested < pushed->last_seq && std::chrono::steady_clock::now() < until) {
@@ -226,7 +226,7 @@ TEST(Drafting, ASessionQuotingItsDataAnswersTheSameWithDrafts) {
     q.generation.max_tokens = 24;
     q.generation.keep_first_logits = true;
     q.generation.stop = {"\x01"};  // the standard path: never the flash cache or the ready logits
-    auto out = svc->query("harbour", q);
+    auto out = svc->query(svc->handle("harbour"), q);
     ASSERT_TRUE(out.ok()) << out.error().message;
     answers.push_back(out->answer);
   }

@@ -74,7 +74,7 @@ std::uint64_t push_bars(Service& svc, const std::string& id, int first, int n, s
   for (size_t i = 0; i < lines.size(); i += 3) {
     const std::vector<std::string> part(lines.begin() + static_cast<long>(i),
                                         lines.begin() + static_cast<long>(std::min(i + 3, lines.size())));
-    auto pushed = svc.push_text(id, part);
+    auto pushed = svc.push_text(svc.handle(id), part);
     EXPECT_TRUE(pushed.ok()) << pushed.error().message;
     if (pushed.ok()) last = pushed->last_seq;
   }
@@ -122,13 +122,13 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   {
     auto svc = start(dir.path());
     ASSERT_TRUE(svc);
-    ASSERT_TRUE(svc->create_session(config("a")).ok());
-    ASSERT_TRUE(svc->add_flash("a", kFlashQuestion, 6).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
+    ASSERT_TRUE(svc->add_flash(svc->handle("a"), {kFlashQuestion, 6}).ok());
     const std::uint64_t last = push_bars(*svc, "a", 0, 60);
     ASSERT_TRUE(wait_ingested(*svc, "a", last));
     // The flash round for the last version first: a question beside it would share its passes.
     ASSERT_TRUE(wait_flash_round(*svc, "a", kFlashQuestion, 6));
-    before = svc->query("a", model_question(kQuestion));
+    before = svc->query(svc->handle("a"), model_question(kQuestion));
     snap_before = *svc->session("a");
     EXPECT_GT(snap_before.rebuilds, 1u) << "the run should evict and rebuild";
     EXPECT_GT(svc->stats().snapshots_written + 1, 1u);
@@ -141,7 +141,7 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   ASSERT_TRUE(svc);
   auto listed = svc->sessions();
   ASSERT_EQ(listed.size(), 1u);
-  const auto after = svc->query("a", model_question(kQuestion));
+  const auto after = svc->query(svc->handle("a"), model_question(kQuestion));
   expect_same(after, before, tally, "after a restart");
   EXPECT_EQ(after->answer.data_version, before->answer.data_version);
   const SessionView snap = *svc->session("a");
@@ -154,7 +154,7 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   const auto flash = svc->handle("a")->flash().list();
   ASSERT_EQ(flash.size(), flash_before.size());
   EXPECT_EQ(flash[0].fid, flash_before[0].fid);
-  const auto hit = svc->query("a", [] {
+  const auto hit = svc->query(svc->handle("a"), [] {
     QueryRequest r;
     r.question = kFlashQuestion;
     r.generation.max_tokens = 6;
@@ -167,12 +167,13 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   const std::uint64_t next = svc->handle("a")->events().publish(DataUpdated{});
   EXPECT_GT(next, last_event);
   // And the session goes on: new data, same answers as a recompute.
-  ASSERT_TRUE(svc->create_session(config("naive", session::SessionMode::kNaive)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("naive", session::SessionMode::kNaive)}).ok());
   const std::uint64_t last = push_bars(*svc, "a", 60, 12);
   ASSERT_TRUE(wait_ingested(*svc, "a", last));
   ASSERT_TRUE(wait_flash_round(*svc, "a", kFlashQuestion, 6));
   ASSERT_TRUE(wait_ingested(*svc, "naive", push_bars(*svc, "naive", 0, 72)));
-  expect_same(svc->query("a", model_question(kQuestion)), svc->query("naive", model_question(kQuestion)), tally,
+  expect_same(svc->query(svc->handle("a"), model_question(kQuestion)),
+              svc->query(svc->handle("naive"), model_question(kQuestion)), tally,
               "continued after the restart, against a recompute");
   std::cout << "restart: " << tally.describe() << "\n";
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
@@ -196,7 +197,7 @@ TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {
       auto svc = start(dir.path(), {.snapshot_tokens = 120});
       ASSERT_TRUE(svc);
       if (round == 0) {
-        ASSERT_TRUE(svc->create_session(config("a")).ok());
+        ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
       }
       const int bars = static_cast<int>(svc->handle("a")->last_seq_pushed());
       // Pushes go on while the copy is taken, 25 to 75 of them: enough for log appends and snapshots to be in
@@ -205,7 +206,7 @@ TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {
       std::thread pusher([&] {
         int bar = bars;
         while (!stop.load()) {
-          auto r = svc->push_text("a", test::ohlcv_lines(2, 55, bar));
+          auto r = svc->push_text(svc->handle("a"), test::ohlcv_lines(2, 55, bar));
           if (r.ok()) bar += 2;
           std::this_thread::sleep_for(8ms);
         }
@@ -227,10 +228,10 @@ TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {
     EXPECT_EQ(c.records_pushed.load(), recovered);
     EXPECT_EQ(c.records_ingested + c.records_dropped + c.records_rejected, recovered) << "round " << round;
     // Against a recompute over the same records.
-    ASSERT_TRUE(svc->create_session(config("naive", session::SessionMode::kNaive)).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config("naive", session::SessionMode::kNaive)}).ok());
     ASSERT_TRUE(wait_ingested(*svc, "naive", push_bars(*svc, "naive", 0, static_cast<int>(recovered))));
-    expect_same(svc->query("a", model_question(kQuestion)), svc->query("naive", model_question(kQuestion)), tally,
-                "round " + std::to_string(round));
+    expect_same(svc->query(svc->handle("a"), model_question(kQuestion)),
+                svc->query(svc->handle("naive"), model_question(kQuestion)), tally, "round " + std::to_string(round));
     svc.reset();
     // The next round continues the original directory.
   }
@@ -249,9 +250,9 @@ TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
   const std::vector<std::string> ids = {"s0", "s1", "s2", "s3"};
   for (size_t i = 0; i < ids.size(); ++i) {
     // More sessions than the cache holds: each creation moves the least recently used idle one to disk.
-    ASSERT_TRUE(svc->create_session(config(ids[i])).ok()) << ids[i];
+    ASSERT_TRUE(svc->run(CreateSession{config(ids[i])}).ok()) << ids[i];
     ASSERT_TRUE(wait_ingested(*svc, ids[i], push_bars(*svc, ids[i], 0, 20 + 5 * static_cast<int>(i), 100 + i)));
-    first.emplace(ids[i], svc->query(ids[i], model_question(kQuestion)));
+    first.emplace(ids[i], svc->query(svc->handle(ids[i]), model_question(kQuestion)));
   }
   ServiceStats st = svc->stats();
   EXPECT_EQ(st.sessions, 4);
@@ -259,7 +260,8 @@ TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
   EXPECT_EQ(st.sessions_on_disk, 2);
   // Every question brings its session back (and another goes): the answers never change.
   for (int pass = 0; pass < 3; ++pass) {
-    for (const auto& id : ids) expect_same(svc->query(id, model_question(kQuestion)), first.at(id), tally, id);
+    for (const auto& id : ids)
+      expect_same(svc->query(svc->handle(id), model_question(kQuestion)), first.at(id), tally, id);
   }
   EXPECT_EQ(svc->stats().sessions_resident, 2);
   // Pushes to a session on disk are accepted at once and bring it back.
@@ -275,11 +277,7 @@ TEST(Durability, IdleSessionsMoveToDiskAndComeBackUnchanged) {
   AOI_EXPECT_WITHIN_RULE(tally);
 }
 
-Status unload(Service& svc, const std::string& id) {
-  std::promise<Status> p;
-  svc.unload_session(id, [&](Status st) { p.set_value(std::move(st)); });
-  return p.get_future().get();
-}
+Status unload(Service& svc, const std::string& id) { return svc.run(svc.handle(id), UnloadSession{}); }
 
 // Asked for by a client (POST /v1/sessions/{id}/unload), not chosen by the cache: the session's runtime is held
 // by the sessions' map and its own lanes only, and leaves both.
@@ -288,11 +286,11 @@ TEST(Durability, AnUnloadedSessionGoesToDiskAndComesBackAnsweringIdentically) {
   TempDir dir;
   auto svc = start(dir.path(), {.max_sessions = 2});
   ASSERT_TRUE(svc);
-  ASSERT_TRUE(svc->create_session(config("u")).ok());
-  ASSERT_TRUE(svc->add_flash("u", kFlashQuestion, 4).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("u")}).ok());
+  ASSERT_TRUE(svc->add_flash(svc->handle("u"), {kFlashQuestion, 4}).ok());
   ASSERT_TRUE(wait_ingested(*svc, "u", push_bars(*svc, "u", 0, 30)));
   ASSERT_TRUE(wait_flash_round(*svc, "u", kFlashQuestion, 4));
-  const auto before = svc->query("u", model_question(kQuestion));
+  const auto before = svc->query(svc->handle("u"), model_question(kQuestion));
   // Idle once its flash round is over; until then it is at work (409).
   Status unloaded = unload(*svc, "u");
   for (int i = 0; i < 200 && !unloaded && unloaded.error().type == ErrorType::kConflict; ++i) {
@@ -305,11 +303,11 @@ TEST(Durability, AnUnloadedSessionGoesToDiskAndComesBackAnsweringIdentically) {
   EXPECT_TRUE(unload(*svc, "u").ok()) << "on disk already: nothing to do";
   // A snapshot restored answers exactly as before: the same tokens, not merely within the rule.
   test::Tally tally(test::kSameComputation);
-  expect_same(svc->query("u", model_question(kQuestion)), before, tally, "after unload");
+  expect_same(svc->query(svc->handle("u"), model_question(kQuestion)), before, tally, "after unload");
   AOI_EXPECT_WITHIN_RULE(tally);
   EXPECT_EQ(svc->handle("u")->residency(), Residency::kResident);
   // Gone: 404, whatever it was doing.
-  ASSERT_TRUE(svc->delete_session("u").ok());
+  ASSERT_TRUE(svc->run(svc->handle("u"), DeleteSession{}).ok());
   const Status after_delete = unload(*svc, "u");
   ASSERT_FALSE(after_delete.ok());
   EXPECT_EQ(after_delete.error().type, ErrorType::kNotFound);
@@ -321,7 +319,7 @@ TEST(Durability, MovesToDiskRaceQuestionsPushesAndDeletesWithoutLoss) {
   auto svc = start(dir.path(), {.max_sessions = 1});
   ASSERT_TRUE(svc);
   const std::vector<std::string> ids = {"r0", "r1", "r2"};
-  for (const auto& id : ids) ASSERT_TRUE(svc->create_session(config(id)).ok());
+  for (const auto& id : ids) ASSERT_TRUE(svc->run(CreateSession{config(id)}).ok());
   std::atomic<bool> stop{false};
   std::atomic<int> answered{0}, refused{0};
   std::vector<std::thread> threads;
@@ -332,10 +330,10 @@ TEST(Durability, MovesToDiskRaceQuestionsPushesAndDeletesWithoutLoss) {
       while (!stop.load()) {
         const std::string& id = ids[rng() % ids.size()];
         if (rng() % 3 == 0) {
-          auto r = svc->query(id, model_question(kQuestion, 2));
+          auto r = svc->query(svc->handle(id), model_question(kQuestion, 2));
           (r.ok() ? answered : refused)++;
         } else {
-          (void)svc->push_text(id, test::ohlcv_lines(2, 7, bar += 2));
+          (void)svc->push_text(svc->handle(id), test::ohlcv_lines(2, 7, bar += 2));
           // Paced near the model's ingestion rate, so the test races residency rather than a backlog.
           std::this_thread::sleep_for(std::chrono::milliseconds(30));
         }
@@ -344,7 +342,7 @@ TEST(Durability, MovesToDiskRaceQuestionsPushesAndDeletesWithoutLoss) {
   }
   std::this_thread::sleep_for(3s);
   // A session deleted while others come and go.
-  ASSERT_TRUE(svc->delete_session("r2").ok());
+  ASSERT_TRUE(svc->run(svc->handle("r2"), DeleteSession{}).ok());
   std::this_thread::sleep_for(2s);
   stop = true;
   for (auto& t : threads) t.join();
@@ -383,15 +381,16 @@ TEST(Durability, ADamagedSnapshotIsNeverUsedTheSessionFallsBackOrReportsIt) {
   {
     auto svc = start(dir.path(), {.snapshot_tokens = 100});
     ASSERT_TRUE(svc);
-    ASSERT_TRUE(svc->create_session(config("a")).ok());
-    ASSERT_TRUE(svc->create_session(config("naive", session::SessionMode::kNaive)).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config("naive", session::SessionMode::kNaive)}).ok());
     // Data in phases, so that snapshots come between them and the log is cut behind the older one.
     for (int phase = 0; phase < 4; ++phase) {
       ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", phase * 10, 10)));
       ASSERT_TRUE(wait_ingested(*svc, "naive", push_bars(*svc, "naive", phase * 10, 10)));
     }
-    before = svc->query("a", model_question(kQuestion));
-    expect_same(before, svc->query("naive", model_question(kQuestion)), tally, "before, against a recompute");
+    before = svc->query(svc->handle("a"), model_question(kQuestion));
+    expect_same(before, svc->query(svc->handle("naive"), model_question(kQuestion)), tally,
+                "before, against a recompute");
   }
   const fs::path sdir = dir.path() / "sessions" / "a";
   ASSERT_TRUE(fs::exists(sdir / "snapshot.aoisnap"));
@@ -401,9 +400,10 @@ TEST(Durability, ADamagedSnapshotIsNeverUsedTheSessionFallsBackOrReportsIt) {
   {
     auto svc = start(dir.path());
     ASSERT_TRUE(svc);
-    const auto after = svc->query("a", model_question(kQuestion));
+    const auto after = svc->query(svc->handle("a"), model_question(kQuestion));
     expect_same(after, before, tally, "from the snapshot before");
-    expect_same(after, svc->query("naive", model_question(kQuestion)), tally, "from the snapshot before, recompute");
+    expect_same(after, svc->query(svc->handle("naive"), model_question(kQuestion)), tally,
+                "from the snapshot before, recompute");
   }
   // Both damaged, and the log no longer starts at the first record: the session is reported, not used.
   for (const char* f : {"snapshot.aoisnap", "snapshot.prev.aoisnap"}) {
@@ -415,14 +415,14 @@ TEST(Durability, ADamagedSnapshotIsNeverUsedTheSessionFallsBackOrReportsIt) {
   ASSERT_TRUE(snap.ok());
   EXPECT_EQ(svc->handle("a")->residency(), Residency::kDamaged);
   EXPECT_NE(snap->damage.find("checksum"), std::string::npos) << snap->damage;
-  const auto q = svc->query("a", model_question(kQuestion));
+  const auto q = svc->query(svc->handle("a"), model_question(kQuestion));
   ASSERT_FALSE(q.ok());
   EXPECT_EQ(q.error().type, ErrorType::kDamaged);
   EXPECT_NE(q.error().message.find("damaged"), std::string::npos);
-  EXPECT_FALSE(svc->push_text("a", {"x"}).ok());
+  EXPECT_FALSE(svc->push_text(svc->handle("a"), {"x"}).ok());
   // It can be deleted, and its name used again.
-  ASSERT_TRUE(svc->delete_session("a").ok());
-  ASSERT_TRUE(svc->create_session(config("a")).ok());
+  ASSERT_TRUE(svc->run(svc->handle("a"), DeleteSession{}).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
   AOI_EXPECT_WITHIN_RULE(tally);
 }
@@ -435,14 +435,12 @@ TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
   {
     auto svc = start(dir.path(), {.snapshot_tokens = 100});
     ASSERT_TRUE(svc);
-    ASSERT_TRUE(svc->create_session(config("a")).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
     // In phases: snapshots between them, and the log cut behind the older one.
     for (int phase = 0; phase < 4; ++phase) {
       ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", phase * 10, 10)));
     }
-    std::promise<Result<ExportedSession>> p;
-    svc->export_session("a", [&](Result<ExportedSession> r) { p.set_value(std::move(r)); });
-    auto r = p.get_future().get();
+    auto r = svc->run(svc->handle("a"), ExportSession{});
     ASSERT_TRUE(r.ok()) << r.error().message;
     exported = std::move(r).value();
   }
@@ -455,9 +453,7 @@ TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
   EXPECT_EQ(svc->handle("a")->residency(), Residency::kDamaged);
   EXPECT_NE(snap->damage.find("another model"), std::string::npos) << snap->damage;
   // An export of it is refused too.
-  std::promise<Service::Created> p;
-  svc->import_session(exported.snapshot, "b", "", [&](Service::Created r) { p.set_value(std::move(r)); });
-  auto imported = p.get_future().get();
+  auto imported = svc->run(ImportSession{exported.snapshot, "b", ""});
   ASSERT_FALSE(imported.ok());
   EXPECT_NE(imported.error().message.find("another model"), std::string::npos) << imported.error().message;
   EXPECT_FALSE(svc->handle("b"));
@@ -469,14 +465,12 @@ TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
   test::Tally tally(test::kSameComputation);
   auto a = start(a_dir.path(), {.max_sessions = 2});
   ASSERT_TRUE(a);
-  ASSERT_TRUE(a->create_session(config("x")).ok());
-  ASSERT_TRUE(a->add_flash("x", kFlashQuestion, 4).ok());
+  ASSERT_TRUE(a->run(CreateSession{config("x")}).ok());
+  ASSERT_TRUE(a->add_flash(a->handle("x"), {kFlashQuestion, 4}).ok());
   ASSERT_TRUE(wait_ingested(*a, "x", push_bars(*a, "x", 0, 45)));
   ASSERT_TRUE(wait_flash_round(*a, "x", kFlashQuestion, 4));
-  const auto before = a->query("x", model_question(kQuestion));
-  std::promise<Result<ExportedSession>> p;
-  a->export_session("x", [&](Result<ExportedSession> r) { p.set_value(std::move(r)); });
-  auto exported = p.get_future().get();
+  const auto before = a->query(a->handle("x"), model_question(kQuestion));
+  auto exported = a->run(a->handle("x"), ExportSession{});
   ASSERT_TRUE(exported.ok()) << exported.error().message;
   EXPECT_EQ(exported->last_seq, 45u);
   // Through the file format (what travels between servers).
@@ -486,20 +480,18 @@ TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
   // Another server, with another number of sequences.
   auto b = start(b_dir.path(), {.max_sessions = 4});
   ASSERT_TRUE(b);
-  std::promise<Service::Created> q;
-  b->import_session(std::move(decoded).value(), "y", "", [&](Service::Created r) { q.set_value(std::move(r)); });
-  auto imported = q.get_future().get();
+  auto imported = b->run(ImportSession{std::move(decoded).value(), "y", ""});
   ASSERT_TRUE(imported.ok()) << imported.error().message;
-  expect_same(b->query("y", model_question(kQuestion)), before, tally, "imported");
+  expect_same(b->query(b->handle("y"), model_question(kQuestion)), before, tally, "imported");
   EXPECT_EQ(b->handle("y")->flash().list().size(), 1u);
   EXPECT_EQ(b->handle("y")->counters().records_ingested.load(), 45u);
   // It goes on from there, and survives b's restart.
   ASSERT_TRUE(wait_ingested(*b, "y", push_bars(*b, "y", 45, 6)));
   ASSERT_TRUE(wait_flash_round(*b, "y", kFlashQuestion, 4));
-  const auto continued = b->query("y", model_question(kQuestion));
+  const auto continued = b->query(b->handle("y"), model_question(kQuestion));
   b.reset();
   b = start(b_dir.path(), {.max_sessions = 4});
-  expect_same(b->query("y", model_question(kQuestion)), continued, tally, "imported, then restarted");
+  expect_same(b->query(b->handle("y"), model_question(kQuestion)), continued, tally, "imported, then restarted");
   // A restored cache holds what the session held: no noise (measured 0), so no excuse.
   AOI_EXPECT_WITHIN_RULE(tally);
 }
@@ -535,9 +527,9 @@ TEST(Durability, AFullOrReadOnlyDiskGivesClearErrorsAndTheServerKeepsServing) {
   if (!small.ok()) GTEST_SKIP() << "cannot mount a small filesystem here (needs root): " << std::strerror(errno);
   auto svc = start(dir.path(), {.snapshot_tokens = 1 << 20});
   ASSERT_TRUE(svc);
-  ASSERT_TRUE(svc->create_session(config("a")).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
   ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", 0, 20)));
-  const auto before = svc->query("a", model_question(kQuestion));
+  const auto before = svc->query(svc->handle("a"), model_question(kQuestion));
   ASSERT_TRUE(before.ok());
   // Fill the disk.
   {
@@ -551,7 +543,7 @@ TEST(Durability, AFullOrReadOnlyDiskGivesClearErrorsAndTheServerKeepsServing) {
   int bar = 20;
   for (int i = 0; i < 500 && full.ok(); ++i, bar += 3) {
     const std::uint64_t before_push = svc->handle("a")->last_seq_pushed();
-    full = svc->push_text("a", test::ohlcv_lines(3, 55, bar));
+    full = svc->push_text(svc->handle("a"), test::ohlcv_lines(3, 55, bar));
     if (!full.ok()) {
       EXPECT_EQ(svc->handle("a")->last_seq_pushed(), before_push) << "a refused push took records";
     }
@@ -559,11 +551,11 @@ TEST(Durability, AFullOrReadOnlyDiskGivesClearErrorsAndTheServerKeepsServing) {
   ASSERT_FALSE(full.ok()) << "pushes kept succeeding on a full disk";
   EXPECT_EQ(full.error().type, ErrorType::kStorage);
   EXPECT_NE(full.error().message.find("No space left on device"), std::string::npos) << full.error().message;
-  auto created = svc->create_session(config("b"));
+  auto created = svc->run(CreateSession{config("b")});
   ASSERT_FALSE(created.ok());
   EXPECT_EQ(created.error().type, ErrorType::kStorage);
   // Questions go on.
-  auto during = svc->query("a", model_question(kQuestion));
+  auto during = svc->query(svc->handle("a"), model_question(kQuestion));
   ASSERT_TRUE(during.ok());
   EXPECT_EQ(during->answer.tokens, before->answer.tokens);
   // Room again: pushes are accepted again.
@@ -572,17 +564,15 @@ TEST(Durability, AFullOrReadOnlyDiskGivesClearErrorsAndTheServerKeepsServing) {
   // Read-only: nothing new can be written (a new session, a snapshot), with errors that say so; questions and
   // the sessions there go on.
   ASSERT_TRUE(small.make_read_only()) << std::strerror(errno);
-  auto ro = svc->create_session(config("c"));
+  auto ro = svc->run(CreateSession{config("c")});
   ASSERT_FALSE(ro.ok());
   EXPECT_EQ(ro.error().type, ErrorType::kStorage);
   EXPECT_NE(ro.error().message.find("Read-only file system"), std::string::npos) << ro.error().message;
-  std::promise<Result<SaveOutcome>> saved;
-  svc->save_session("a", [&](Result<SaveOutcome> r) { saved.set_value(std::move(r)); });
-  auto save = saved.get_future().get();
+  auto save = svc->run(svc->handle("a"), SaveSession{});
   ASSERT_FALSE(save.ok());
   EXPECT_EQ(save.error().type, ErrorType::kStorage);
   EXPECT_NE(save.error().message.find("Read-only file system"), std::string::npos) << save.error().message;
-  EXPECT_TRUE(svc->query("a", model_question(kQuestion)).ok());
+  EXPECT_TRUE(svc->query(svc->handle("a"), model_question(kQuestion)).ok());
   EXPECT_GT(svc->stats().snapshot_errors, 0u);
   svc.reset();  // stopping with a read-only directory must not hang or crash either
 }
@@ -606,11 +596,11 @@ TEST(Durability, ASourcesPositionComesBackFromTheLogOrTheSnapshot) {
   {
     auto svc = start(dir.path());
     ASSERT_NE(svc, nullptr);
-    ASSERT_TRUE(svc->create_session(config("src")).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config("src")}).ok());
     EXPECT_EQ(svc->handle("src")->source_position(), "");
     push(*svc, 0, 5);
     // A client's push beside the source carries no position and moves none.
-    ASSERT_TRUE(svc->push_text("src", {"a note"}).ok());
+    ASSERT_TRUE(svc->push_text(svc->handle("src"), {"a note"}).ok());
     EXPECT_EQ(svc->handle("src")->source_position(), "1700000000000-4");
     svc.reset();  // a clean stop snapshots: the position comes back from the snapshot
   }

@@ -66,7 +66,7 @@ struct FlashEvents {
 };
 
 std::uint64_t push_and_wait(Service& svc, const std::string& id, const std::vector<std::string>& lines) {
-  const auto last = svc.push_text(id, lines)->last_seq;
+  const auto last = svc.push_text(svc.handle(id), lines)->last_seq;
   for (int i = 0; i < 6000 && svc.session(id)->last_seq_ingested < last; ++i) std::this_thread::sleep_for(10ms);
   return svc.session(id)->data_version;
 }
@@ -83,11 +83,11 @@ TEST(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
   AOI_REQUIRE_MODEL_FILE("test-micro");
   auto svc = start();
   ASSERT_TRUE(svc);
-  ASSERT_TRUE(svc->create_session(config("flash")).ok());
-  ASSERT_TRUE(svc->create_session(config("plain")).ok());  // same data, no flash queries
+  ASSERT_TRUE(svc->run(CreateSession{config("flash")}).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("plain")}).ok());  // same data, no flash queries
   FlashEvents events;
   events.attach(*svc->handle("flash"));
-  for (const auto& q : kQuestions) ASSERT_TRUE(svc->add_flash("flash", q, 6).ok());
+  for (const auto& q : kQuestions) ASSERT_TRUE(svc->add_flash(svc->handle("flash"), {q, 6}).ok());
 
   int bar = 0;
   test::Tally tally(test::kSharedPasses);
@@ -98,7 +98,7 @@ TEST(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
     push_and_wait(*svc, "plain", lines);
     ASSERT_TRUE(events.wait_version(v, kQuestions.size())) << "no flash answers for version " << v;
     for (const auto& q : kQuestions) {
-      auto hit = svc->query("flash", ask(q));
+      auto hit = svc->query(svc->handle("flash"), ask(q));
       ASSERT_TRUE(hit.ok()) << hit.error().message;
       EXPECT_EQ(hit->path, "flash");
       EXPECT_EQ(hit->answer.data_version, v);
@@ -106,8 +106,8 @@ TEST(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
       // and on the session that never evaluated flash queries give the same tokens.
       auto standard_request = ask(q);
       standard_request.generation.stop = {"\x01"};
-      auto standard = svc->query("flash", standard_request);
-      auto plain = svc->query("plain", ask(q));
+      auto standard = svc->query(svc->handle("flash"), standard_request);
+      auto plain = svc->query(svc->handle("plain"), ask(q));
       ASSERT_TRUE(standard.ok() && plain.ok());
       EXPECT_EQ(standard->path, "standard");
       // The strict rule: the flash round's batch, the standard query's and the other session's differ in
@@ -123,8 +123,8 @@ TEST(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
   std::cout << "flash against the standard path: " << tally.describe() << "\n";
   AOI_EXPECT_WITHIN_RULE(tally);
   // Other questions, and other lengths, go the standard way.
-  EXPECT_EQ(svc->query("flash", ask("Something else?"))->path, "standard");
-  EXPECT_EQ(svc->query("flash", ask(kQuestions[0], 3))->path, "standard");
+  EXPECT_EQ(svc->query(svc->handle("flash"), ask("Something else?"))->path, "standard");
+  EXPECT_EQ(svc->query(svc->handle("flash"), ask(kQuestions[0], 3))->path, "standard");
 }
 
 // Negative control: a flash answer served after new data arrived (a registry that kept an older version's
@@ -134,13 +134,13 @@ TEST(Flash, AStaleAnswerFailsTheRule) {
   AOI_REQUIRE_MODEL_FILE("test-micro");
   auto svc = start();
   ASSERT_TRUE(svc);
-  ASSERT_TRUE(svc->create_session(config("flash")).ok());
-  ASSERT_TRUE(svc->create_session(config("plain")).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("flash")}).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("plain")}).ok());
   const std::string& q = kQuestions[1];
-  ASSERT_TRUE(svc->add_flash("flash", q, 6).ok());
+  ASSERT_TRUE(svc->add_flash(svc->handle("flash"), {q, 6}).ok());
   auto fresh_flash = [&](std::uint64_t version) -> Result<QueryOutcome> {
     for (int i = 0; i < 3000; ++i) {
-      auto hit = svc->query("flash", ask(q));
+      auto hit = svc->query(svc->handle("flash"), ask(q));
       if (!hit.ok() || (hit->path == "flash" && hit->answer.data_version == version)) return hit;
       std::this_thread::sleep_for(10ms);
     }
@@ -155,7 +155,7 @@ TEST(Flash, AStaleAnswerFailsTheRule) {
     bar += static_cast<int>(lines.size());
     const auto v = push_and_wait(*svc, "flash", lines);
     push_and_wait(*svc, "plain", lines);
-    auto plain = svc->query("plain", ask(q));
+    auto plain = svc->query(svc->handle("plain"), ask(q));
     ASSERT_TRUE(plain.ok()) << plain.error().message;
     if (previous) stale.add(test::compare(*previous, plain->answer.details, stale.bound));
     auto hit = fresh_flash(v);
@@ -174,19 +174,19 @@ TEST(Flash, NewDataInvalidatesAnswersAndRoundsCoalesce) {
   auto svc = start();
   ASSERT_TRUE(svc);
   auto c = config("s");
-  ASSERT_TRUE(svc->create_session(c).ok());
+  ASSERT_TRUE(svc->run(CreateSession{c}).ok());
   FlashEvents events;
   events.attach(*svc->handle("s"));
-  ASSERT_TRUE(svc->add_flash("s", kQuestions[0], 4).ok());
+  ASSERT_TRUE(svc->add_flash(svc->handle("s"), {kQuestions[0], 4}).ok());
   const auto v1 = push_and_wait(*svc, "s", test::ohlcv_lines(3, 2));
   ASSERT_TRUE(events.wait_version(v1, 1));
-  EXPECT_EQ(svc->query("s", ask(kQuestions[0], 4))->path, "flash");
+  EXPECT_EQ(svc->query(svc->handle("s"), ask(kQuestions[0], 4))->path, "flash");
 
   // A read-your-writes query for newer data never gets the old answer.
-  const auto pushed = svc->push_text("s", test::ohlcv_lines(2, 2, 3));
+  const auto pushed = svc->push_text(svc->handle("s"), test::ohlcv_lines(2, 2, 3));
   auto q = ask(kQuestions[0], 4);
   q.min_seq = pushed->last_seq;
-  auto fresh = svc->query("s", q);
+  auto fresh = svc->query(svc->handle("s"), q);
   ASSERT_TRUE(fresh.ok());
   EXPECT_GT(fresh->answer.data_version, v1);
 
@@ -199,7 +199,7 @@ TEST(Flash, NewDataInvalidatesAnswersAndRoundsCoalesce) {
   }
   std::uint64_t last = 0;
   svc->run_on_inference_thread([&] {
-    for (int i = 0; i < 12; ++i) last = svc->push_text("s", test::ohlcv_lines(8, 3, 10 + i * 8))->last_seq;
+    for (int i = 0; i < 12; ++i) last = svc->push_text(svc->handle("s"), test::ohlcv_lines(8, 3, 10 + i * 8))->last_seq;
   });
   for (int i = 0; i < 6000 && svc->session("s")->last_seq_ingested < last; ++i) std::this_thread::sleep_for(10ms);
   const auto final_version = svc->session("s")->data_version;
@@ -241,7 +241,7 @@ TEST(Speculative, AnswersOnlyTheReadyQuestionAndOnlyAboveTau) {
   // A first session tells us what the ready logits say on this data (random weights: some token).
   auto probe = config("probe");
   probe.ready = session::ReadyQuestion{ready_question, {"UP"}, 2.0f};
-  ASSERT_TRUE(svc->create_session(probe).ok());
+  ASSERT_TRUE(svc->run(CreateSession{probe}).ok());
   const auto lines = test::ohlcv_lines(4, 31);
   push_and_wait(*svc, "probe", lines);
   const ReadyVerdict verdict = svc->handle("probe")->ready();
@@ -253,9 +253,9 @@ TEST(Speculative, AnswersOnlyTheReadyQuestionAndOnlyAboveTau) {
   // Its top token as a fast-answer word, tau just under the gap: speculative.
   auto below = config("below");
   below.ready = session::ReadyQuestion{ready_question, {"NOPE", word}, verdict.gap - 0.01f};
-  ASSERT_TRUE(svc->create_session(below).ok());
+  ASSERT_TRUE(svc->run(CreateSession{below}).ok());
   const auto v = push_and_wait(*svc, "below", lines);
-  auto fast = svc->query("below", ask(ready_question));
+  auto fast = svc->query(svc->handle("below"), ask(ready_question));
   ASSERT_TRUE(fast.ok());
   EXPECT_EQ(fast->path, "speculative");
   EXPECT_EQ(fast->answer.text, word);
@@ -264,21 +264,21 @@ TEST(Speculative, AnswersOnlyTheReadyQuestionAndOnlyAboveTau) {
   // The standard path's first token is the same (the ready logits are the standard path's first logits).
   auto standard_request = ask(ready_question, 1);
   standard_request.generation.stop = {"\x01"};
-  auto standard = svc->query("below", standard_request);
+  auto standard = svc->query(svc->handle("below"), standard_request);
   ASSERT_TRUE(standard.ok());
   EXPECT_EQ(standard->path, "standard");
   ASSERT_FALSE(standard->answer.tokens.empty());
   EXPECT_EQ(standard->answer.tokens.front(), verdict.token);
   // Any other question: never speculative.
-  EXPECT_EQ(svc->query("below", ask("What is the last close?"))->path, "standard");
+  EXPECT_EQ(svc->query(svc->handle("below"), ask("What is the last close?"))->path, "standard");
 
   // tau just above the gap: not confident enough.
   auto above = config("above");
   above.ready = session::ReadyQuestion{ready_question, {word}, verdict.gap + 0.01f};
-  ASSERT_TRUE(svc->delete_session("probe").ok());
-  ASSERT_TRUE(svc->create_session(above).ok());
+  ASSERT_TRUE(svc->run(svc->handle("probe"), DeleteSession{}).ok());
+  ASSERT_TRUE(svc->run(CreateSession{above}).ok());
   push_and_wait(*svc, "above", lines);
-  EXPECT_EQ(svc->query("above", ask(ready_question))->path, "standard");
+  EXPECT_EQ(svc->query(svc->handle("above"), ask(ready_question))->path, "standard");
 }
 
 }  // namespace
@@ -291,15 +291,15 @@ TEST(FlashBudget, WarnsWhenBackgroundWorkOutrunsTheData) {
   AOI_REQUIRE_MODEL_FILE("test-micro");
   auto svc = start();
   ASSERT_TRUE(svc);
-  ASSERT_TRUE(svc->create_session(config("b")).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("b")}).ok());
   std::atomic<int> warnings{0};
   svc->handle("b")->events().subscribe([&](const Event& e) {
     if (e.as<BudgetExceeded>()) warnings++;
   });
-  for (const auto& q : kQuestions) ASSERT_TRUE(svc->add_flash("b", q, 24).ok());
+  for (const auto& q : kQuestions) ASSERT_TRUE(svc->add_flash(svc->handle("b"), {q, 24}).ok());
   // Pushes every few milliseconds; three 24-token answers per version take far longer.
   for (int i = 0; i < 40 && warnings.load() == 0; ++i) {
-    ASSERT_TRUE(svc->push_text("b", test::ohlcv_lines(1, 4, i)).ok());
+    ASSERT_TRUE(svc->push_text(svc->handle("b"), test::ohlcv_lines(1, 4, i)).ok());
     std::this_thread::sleep_for(3ms);
   }
   // The first round over budget warns; under ThreadSanitizer a round takes tens of seconds.

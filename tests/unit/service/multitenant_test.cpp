@@ -71,7 +71,7 @@ std::vector<Result<QueryOutcome>> ask_at_once(Service& svc,
                                               const std::vector<std::pair<std::string, QueryRequest>>& qs) {
   std::vector<std::promise<Result<QueryOutcome>>> promises(qs.size());
   for (size_t i = 0; i < qs.size(); ++i) {
-    svc.query(qs[i].first, qs[i].second,
+    svc.query(svc.handle(qs[i].first), qs[i].second,
               end_only<QueryOutcome>([&, i](Result<QueryOutcome> r) { promises[i].set_value(std::move(r)); }));
   }
   std::vector<Result<QueryOutcome>> out;
@@ -88,9 +88,9 @@ TEST(MultiTenant, QuestionsToManySessionsAtOnceAnswerAsAloneInSharedPasses) {
   AOI_SERVICE(svc);
   const std::vector<std::string> ids = {"a", "b", "c", "d", "e"};
   for (size_t i = 0; i < ids.size(); ++i) {
-    ASSERT_TRUE(svc->create_session(config(ids[i])).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config(ids[i])}).ok());
     // Different data, different lengths: different depths and prompts in one pass.
-    const auto pushed = svc->push_text(ids[i], test::ohlcv_lines(4 + 3 * static_cast<int>(i), 40 + i));
+    const auto pushed = svc->push_text(svc->handle(ids[i]), test::ohlcv_lines(4 + 3 * static_cast<int>(i), 40 + i));
     ASSERT_TRUE(pushed.ok());
     ASSERT_TRUE(wait_ingested(*svc, ids[i], pushed->last_seq));
   }
@@ -101,7 +101,7 @@ TEST(MultiTenant, QuestionsToManySessionsAtOnceAnswerAsAloneInSharedPasses) {
     std::uint64_t passes_alone = 0;
     for (const auto& id : ids) {
       const std::uint64_t before = svc->passes();
-      alone.push_back(svc->query(id, ask(question)));
+      alone.push_back(svc->query(svc->handle(id), ask(question)));
       passes_alone += svc->passes() - before;
     }
     std::vector<std::pair<std::string, QueryRequest>> all;
@@ -128,12 +128,12 @@ TEST(MultiTenant, FlashRoundsOfSeveralSessionsSharePassesAndAnswerAsAlone) {
   const std::vector<std::string> ids = {"f1", "f2", "f3"};
   const std::vector<std::string> questions = {"Is the trend UP or DOWN?", "What was the last close?"};
   for (size_t i = 0; i < ids.size(); ++i) {
-    ASSERT_TRUE(svc->create_session(config(ids[i])).ok());
-    const auto pushed = svc->push_text(ids[i], test::ohlcv_lines(5 + 2 * static_cast<int>(i), 70 + i));
+    ASSERT_TRUE(svc->run(CreateSession{config(ids[i])}).ok());
+    const auto pushed = svc->push_text(svc->handle(ids[i]), test::ohlcv_lines(5 + 2 * static_cast<int>(i), 70 + i));
     ASSERT_TRUE(wait_ingested(*svc, ids[i], pushed->last_seq));
   }
   for (const auto& id : ids) {
-    for (const auto& q : questions) ASSERT_TRUE(svc->add_flash(id, q, 6).ok());
+    for (const auto& q : questions) ASSERT_TRUE(svc->add_flash(svc->handle(id), {q, 6}).ok());
   }
   auto wait_round = [&](const std::string& id) {
     const auto version = svc->session(id)->data_version;
@@ -146,13 +146,14 @@ TEST(MultiTenant, FlashRoundsOfSeveralSessionsSharePassesAndAnswerAsAlone) {
   for (const auto& id : ids) wait_round(id);  // the rounds of registration
   // One session's round alone, then all three sessions' rounds for new data pushed at once.
   std::uint64_t before = svc->passes();
-  ASSERT_TRUE(svc->push_text(ids[0], test::ohlcv_lines(1, 80)).ok());
+  ASSERT_TRUE(svc->push_text(svc->handle(ids[0]), test::ohlcv_lines(1, 80)).ok());
   ASSERT_TRUE(wait_ingested(*svc, ids[0], svc->handle(ids[0])->last_seq_pushed()));
   wait_round(ids[0]);
   const std::uint64_t passes_alone = svc->passes() - before;
   std::vector<std::uint64_t> versions;
   before = svc->passes();
-  for (size_t i = 0; i < ids.size(); ++i) ASSERT_TRUE(svc->push_text(ids[i], test::ohlcv_lines(2, 90 + i)).ok());
+  for (size_t i = 0; i < ids.size(); ++i)
+    ASSERT_TRUE(svc->push_text(svc->handle(ids[i]), test::ohlcv_lines(2, 90 + i)).ok());
   for (const auto& id : ids) {
     ASSERT_TRUE(wait_ingested(*svc, id, svc->handle(id)->last_seq_pushed()));
     versions.push_back(wait_round(id));
@@ -164,7 +165,7 @@ TEST(MultiTenant, FlashRoundsOfSeveralSessionsSharePassesAndAnswerAsAlone) {
     for (const auto& q : questions) {
       auto hit = svc->handle(ids[i])->flash().lookup(q, versions[i], 6);
       ASSERT_TRUE(hit) << ids[i] << ": no flash answer for version " << versions[i];
-      auto standard = svc->query(ids[i], ask(q, 6));
+      auto standard = svc->query(svc->handle(ids[i]), ask(q, 6));
       ASSERT_TRUE(standard.ok());
       engine::GenerationResult flash;
       flash.tokens = hit->answer.tokens;
@@ -189,27 +190,28 @@ TEST(MultiTenant, ManySessionsIngestTogetherAndNoneStarvesBesideQuestions) {
   std::map<std::string, std::vector<std::uint64_t>> version_passes;  // session -> the pass count at each version
   for (int i = 0; i < n; ++i) {
     const std::string id = "s" + std::to_string(i);
-    ASSERT_TRUE(svc->create_session(config(id, 3000)).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config(id, 3000)}).ok());
     svc->handle(id)->events().subscribe([&, id](const Event& e) {
       if (!e.as<DataUpdated>()) return;
       std::lock_guard lock(mu);
       version_passes[id].push_back(svc->passes());
     });
   }
-  ASSERT_TRUE(svc->create_session(config("asker", 3000)).ok());
-  ASSERT_TRUE(svc->push_text("asker", test::ohlcv_lines(3, 5)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("asker", 3000)}).ok());
+  ASSERT_TRUE(svc->push_text(svc->handle("asker"), test::ohlcv_lines(3, 5)).ok());
   // A backlog for every session at once (several appends each), and questions all along.
   std::vector<std::uint64_t> last(n);
   const std::uint64_t before = svc->passes();
   for (int i = 0; i < n; ++i) {
-    last[static_cast<size_t>(i)] = svc->push_text("s" + std::to_string(i), test::ohlcv_lines(15, 100 + i))->last_seq;
+    last[static_cast<size_t>(i)] =
+        svc->push_text(svc->handle("s" + std::to_string(i)), test::ohlcv_lines(15, 100 + i))->last_seq;
   }
   std::atomic<int> answered{0};
   {
     // (A jthread: joined whatever the assertions below do.)
     std::jthread asker([&](std::stop_token stop) {
       while (!stop.stop_requested()) {
-        if (svc->query("asker", ask("Trend?", 4)).ok()) answered++;
+        if (svc->query(svc->handle("asker"), ask("Trend?", 4)).ok()) answered++;
       }
     });
     for (int i = 0; i < n; ++i) {
@@ -248,7 +250,7 @@ TEST(MultiTenant, RebuildsTakeTheSpareInTurn) {
   std::vector<std::string> rebuilt;  // who rebuilt, in order
   for (int i = 0; i < n; ++i) {
     const std::string id = "s" + std::to_string(i);
-    ASSERT_TRUE(svc->create_session(config(id, 300)).ok());
+    ASSERT_TRUE(svc->run(CreateSession{config(id, 300)}).ok());
     svc->handle(id)->events().subscribe([&, id](const Event& e) {
       if (!e.as<DataUpdated>() || !e.as<DataUpdated>()->rebuilt) return;
       std::lock_guard lock(mu);
@@ -258,7 +260,7 @@ TEST(MultiTenant, RebuildsTakeTheSpareInTurn) {
   // Windows filled first, one at a time, then a backlog of several rebuilds for every session at once.
   for (int i = 0; i < n; ++i) {
     const std::string id = "s" + std::to_string(i);
-    ASSERT_TRUE(wait_ingested(*svc, id, svc->push_text(id, test::ohlcv_lines(12, 10 * i))->last_seq));
+    ASSERT_TRUE(wait_ingested(*svc, id, svc->push_text(svc->handle(id), test::ohlcv_lines(12, 10 * i))->last_seq));
   }
   {
     std::lock_guard lock(mu);
@@ -269,7 +271,8 @@ TEST(MultiTenant, RebuildsTakeTheSpareInTurn) {
   std::vector<std::uint64_t> last(n);
   svc->run_on_inference_thread([&] {
     for (int i = 0; i < n; ++i) {
-      last[static_cast<size_t>(i)] = svc->push_text("s" + std::to_string(i), test::ohlcv_lines(40, 500 + i))->last_seq;
+      last[static_cast<size_t>(i)] =
+          svc->push_text(svc->handle("s" + std::to_string(i)), test::ohlcv_lines(40, 500 + i))->last_seq;
     }
   });
   for (int i = 0; i < n; ++i) ASSERT_TRUE(wait_ingested(*svc, "s" + std::to_string(i), last[static_cast<size_t>(i)]));
@@ -308,38 +311,40 @@ TEST(Admission, RetentionIsHonouredOrRefusedNeverShrunk) {
   // No limit: the window is all the sequence holds beside the system text, scaffold and query budget.
   auto plain = config("default");
   plain.retention = {};
-  auto d = svc->create_session(plain);
+  auto d = svc->run(CreateSession{plain});
   ASSERT_TRUE(d.ok()) << d.error().message;
-  EXPECT_EQ(d->max_data_tokens, 2048 - d->region0_tokens - d->scaffold_tokens - 64);
+  const SessionView dv = *(*d)->view();
+  EXPECT_EQ(dv.max_data_tokens, 2048 - dv.region0_tokens - dv.scaffold_tokens - 64);
   // A record limit keeps that many records: nothing is evicted before it, whatever the records' size.
   auto records = config("records");
   records.retention = {};
   records.retention.max_records = 40;
-  auto r = svc->create_session(records);
+  auto r = svc->run(CreateSession{records});
   ASSERT_TRUE(r.ok()) << r.error().message;
   records.id = "records-naive";
   records.mode = session::SessionMode::kNaive;
-  auto rn = svc->create_session(records);
+  auto rn = svc->run(CreateSession{records});
   ASSERT_TRUE(rn.ok()) << rn.error().message;
-  EXPECT_EQ(r->max_data_tokens, rn->max_data_tokens) << "naive and stateful sessions hold different windows";
-  const auto pushed = svc->push_text("records", test::ohlcv_lines(40, 3));
+  EXPECT_EQ((*r)->view()->max_data_tokens, (*rn)->view()->max_data_tokens)
+      << "naive and stateful sessions hold different windows";
+  const auto pushed = svc->push_text(svc->handle("records"), test::ohlcv_lines(40, 3));
   ASSERT_TRUE(wait_ingested(*svc, "records", pushed->last_seq));
   EXPECT_EQ(svc->session("records")->records, 40);
   EXPECT_EQ(svc->session("records")->records_evicted, 0u);
   // A window its sequence cannot hold: refused, naming the field, saying why and what to do.
   auto huge = config("huge", 4000);
-  auto refused = svc->create_session(huge);
+  auto refused = svc->run(CreateSession{huge});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().type, ErrorType::kInvalidValue);
   EXPECT_EQ(refused.error().field, "retention.max_tokens");
   EXPECT_NE(refused.error().message.find("--ctx-size"), std::string::npos) << refused.error().message;
   // Every sequence taken: 429, and a session fits again once one goes.
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(svc->create_session(config("more" + std::to_string(i), 1000)).ok());
-  auto busy = svc->create_session(config("later", 1000));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(svc->run(CreateSession{config("more" + std::to_string(i), 1000)}).ok());
+  auto busy = svc->run(CreateSession{config("later", 1000)});
   ASSERT_FALSE(busy.ok());
   EXPECT_EQ(busy.error().type, ErrorType::kOverloaded);
-  ASSERT_TRUE(svc->delete_session("more0").ok());
-  EXPECT_TRUE(svc->create_session(config("later", 1000)).ok());
+  ASSERT_TRUE(svc->run(svc->handle("more0"), DeleteSession{}).ok());
+  EXPECT_TRUE(svc->run(CreateSession{config("later", 1000)}).ok());
 }
 
 TEST(GroupedPrefill, IdenticalCompletionsPrefillTheirPromptOnce) {
@@ -384,24 +389,24 @@ TEST(GroupedPrefill, ASessionWithTheSameSystemTextCopiesRegion0) {
     return svc->stats().loop.tokens;
   };
   const std::uint64_t before_first = tokens();
-  ASSERT_TRUE(svc->create_session(config("first")).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("first")}).ok());
   const std::uint64_t first = tokens() - before_first;
-  ASSERT_TRUE(svc->create_session(config("second")).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("second")}).ok());
   const std::uint64_t second = tokens() - before_first - first;
   const auto snap = svc->session("second");
   EXPECT_EQ(first, static_cast<std::uint64_t>(snap->region0_tokens + snap->scaffold_tokens));
   EXPECT_EQ(second, static_cast<std::uint64_t>(snap->scaffold_tokens)) << "Region 0 should be copied, not decoded";
   // The same data: the same answers, Region 0 copied or decoded; and after the first goes.
   for (const std::string id : {"first", "second"}) {
-    ASSERT_TRUE(wait_ingested(*svc, id, svc->push_text(id, test::ohlcv_lines(5, 9))->last_seq));
+    ASSERT_TRUE(wait_ingested(*svc, id, svc->push_text(svc->handle(id), test::ohlcv_lines(5, 9))->last_seq));
   }
-  auto a = svc->query("first", ask("What was the last close?"));
-  auto b = svc->query("second", ask("What was the last close?"));
+  auto a = svc->query(svc->handle("first"), ask("What was the last close?"));
+  auto b = svc->query(svc->handle("second"), ask("What was the last close?"));
   ASSERT_TRUE(a.ok() && b.ok());
   const auto c = test::compare(b->answer, a->answer, test::kSameComputation);
   EXPECT_EQ(c.verdict(), test::Verdict::kIdentical) << c.describe();
-  ASSERT_TRUE(svc->delete_session("first").ok());
-  auto again = svc->query("second", ask("What was the last close?"));
+  ASSERT_TRUE(svc->run(svc->handle("first"), DeleteSession{}).ok());
+  auto again = svc->query(svc->handle("second"), ask("What was the last close?"));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->answer.tokens, b->answer.tokens);
 }
@@ -420,10 +425,10 @@ TEST(ServiceEquivalence, BackgroundIngestionRebuildsAndFlashAnswerAsARecompute) 
   auto stateful = config("stateful", 600);
   auto naive = config("naive", 600);
   naive.mode = session::SessionMode::kNaive;
-  ASSERT_TRUE(svc->create_session(stateful).ok());
-  ASSERT_TRUE(svc->create_session(naive).ok());
+  ASSERT_TRUE(svc->run(CreateSession{stateful}).ok());
+  ASSERT_TRUE(svc->run(CreateSession{naive}).ok());
   const std::string flash_question = "Is the trend UP or DOWN?";
-  ASSERT_TRUE(svc->add_flash("stateful", flash_question, 6).ok());
+  ASSERT_TRUE(svc->add_flash(svc->handle("stateful"), {flash_question, 6}).ok());
   test::Tally tally(test::kSharedPasses);
   int bar = 0;
   std::uint64_t rebuilds = 0;
@@ -435,8 +440,8 @@ TEST(ServiceEquivalence, BackgroundIngestionRebuildsAndFlashAnswerAsARecompute) 
     for (size_t i = 0; i < lines.size(); i += 2) {
       const std::vector<std::string> part(lines.begin() + static_cast<long>(i),
                                           lines.begin() + static_cast<long>(std::min(i + 2, lines.size())));
-      ASSERT_TRUE(svc->push_text("stateful", part).ok());
-      ASSERT_TRUE(svc->push_text("naive", part).ok());
+      ASSERT_TRUE(svc->push_text(svc->handle("stateful"), part).ok());
+      ASSERT_TRUE(svc->push_text(svc->handle("naive"), part).ok());
     }
     ASSERT_TRUE(wait_ingested(*svc, "stateful", svc->handle("stateful")->last_seq_pushed()));
     ASSERT_TRUE(wait_ingested(*svc, "naive", svc->handle("naive")->last_seq_pushed()));
@@ -444,8 +449,8 @@ TEST(ServiceEquivalence, BackgroundIngestionRebuildsAndFlashAnswerAsARecompute) 
     const auto version = svc->session("stateful")->data_version;
     for (const std::string& q : {std::string("What was the last close?"), flash_question}) {
       auto request = ask(q, 6);
-      auto s = svc->query("stateful", request);
-      auto r = svc->query("naive", request);
+      auto s = svc->query(svc->handle("stateful"), request);
+      auto r = svc->query(svc->handle("naive"), request);
       ASSERT_TRUE(s.ok() && r.ok());
       const auto c = test::compare(s->answer, r->answer, tally.bound);
       tally.add(c);
@@ -457,7 +462,7 @@ TEST(ServiceEquivalence, BackgroundIngestionRebuildsAndFlashAnswerAsARecompute) 
     }
     auto hit = svc->handle("stateful")->flash().lookup(flash_question, version, 6);
     ASSERT_TRUE(hit) << "no flash answer for version " << version;
-    auto r = svc->query("naive", ask(flash_question, 6));
+    auto r = svc->query(svc->handle("naive"), ask(flash_question, 6));
     ASSERT_TRUE(r.ok());
     engine::GenerationResult flash;
     flash.tokens = hit->answer.tokens;

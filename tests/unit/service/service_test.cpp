@@ -64,7 +64,7 @@ bool wait_ingested(Service& s, const std::string& id, std::uint64_t seq, std::ch
 
 TEST(Service, PushIngestsInTheBackgroundAndQueriesSeeIt) {
   AOI_SERVICE(svc);
-  ASSERT_TRUE(svc->create_session(config("a")).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
   std::mutex mu;
   std::vector<Event> events;
   svc->handle("a")->events().subscribe([&](const Event& e) {
@@ -72,7 +72,7 @@ TEST(Service, PushIngestsInTheBackgroundAndQueriesSeeIt) {
     events.push_back(e);
   });
 
-  auto pushed = svc->push_text("a", test::ohlcv_lines(10, 1));
+  auto pushed = svc->push_text(svc->handle("a"), test::ohlcv_lines(10, 1));
   ASSERT_TRUE(pushed.ok());
   EXPECT_EQ(pushed->accepted, 10u);
   EXPECT_EQ(pushed->first_seq, 1u);
@@ -83,7 +83,7 @@ TEST(Service, PushIngestsInTheBackgroundAndQueriesSeeIt) {
   q.question = "Trend?";
   q.generation.max_tokens = 4;
   q.min_seq = pushed->last_seq;
-  auto answer = svc->query("a", q);
+  auto answer = svc->query(svc->handle("a"), q);
   ASSERT_TRUE(answer.ok()) << answer.error().message;
   EXPECT_GE(answer->answer.data_version, 1u);
   EXPECT_EQ(answer->path, "standard");
@@ -105,29 +105,29 @@ TEST(Service, PushIngestsInTheBackgroundAndQueriesSeeIt) {
 
 TEST(Service, ReadYourWritesWaitsAndTimesOut) {
   AOI_SERVICE(svc);
-  ASSERT_TRUE(svc->create_session(config("a")).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
   QueryRequest q;
   q.question = "Trend?";
   q.generation.max_tokens = 2;
   q.min_seq = 5;  // not pushed yet: the query waits for it (a push may be racing on another connection)
   q.wait_timeout = 100ms;
-  auto early = svc->query("a", q);
+  auto early = svc->query(svc->handle("a"), q);
   ASSERT_FALSE(early.ok());
   EXPECT_EQ(early.error().type, ErrorType::kTimeout);
   q.wait_timeout = 30s;
-  auto waiting = std::async(std::launch::async, [&] { return svc->query("a", q); });
+  auto waiting = std::async(std::launch::async, [&] { return svc->query(svc->handle("a"), q); });
   std::this_thread::sleep_for(50ms);
-  ASSERT_TRUE(svc->push_text("a", test::ohlcv_lines(5, 2, 100)).ok());
+  ASSERT_TRUE(svc->push_text(svc->handle("a"), test::ohlcv_lines(5, 2, 100)).ok());
   auto raced = waiting.get();
   ASSERT_TRUE(raced.ok()) << raced.error().message;
   EXPECT_GE(svc->session("a")->last_seq_ingested, 5u);
 
   // Each push is answered at once; the query that names the last record sees a version that includes it.
   std::uint64_t last = 0;
-  for (int i = 0; i < 5; ++i) last = svc->push_text("a", test::ohlcv_lines(4, 2, i * 4))->last_seq;
+  for (int i = 0; i < 5; ++i) last = svc->push_text(svc->handle("a"), test::ohlcv_lines(4, 2, i * 4))->last_seq;
   ASSERT_EQ(last, 25u);
   q.min_seq = last;
-  auto answer = svc->query("a", q);
+  auto answer = svc->query(svc->handle("a"), q);
   ASSERT_TRUE(answer.ok()) << answer.error().message;
   EXPECT_GE(svc->session("a")->last_seq_ingested, last);
 
@@ -137,11 +137,12 @@ TEST(Service, ReadYourWritesWaitsAndTimesOut) {
   std::promise<Result<QueryOutcome>> late;
   auto late_result = late.get_future();
   svc->run_on_inference_thread([&] {
-    last = svc->push_text("a", test::ohlcv_lines(30, 3))->last_seq;
+    last = svc->push_text(svc->handle("a"), test::ohlcv_lines(30, 3))->last_seq;
     QueryRequest r = q;
     r.min_seq = last;
     r.wait_timeout = 0ms;
-    svc->query("a", r, end_only<QueryOutcome>([&](Result<QueryOutcome> out) { late.set_value(std::move(out)); }));
+    svc->query(svc->handle("a"), r,
+               end_only<QueryOutcome>([&](Result<QueryOutcome> out) { late.set_value(std::move(out)); }));
   });
   auto timed_out = late_result.get();
   ASSERT_FALSE(timed_out.ok());
@@ -154,7 +155,7 @@ TEST(Service, ReadYourWritesWaitsAndTimesOut) {
 TEST(Service, EachIngestionBatchFillsOneForwardPassAndNoMore) {
   // n_batch 128: the default budget is what one pass holds besides the scaffold.
   AOI_SERVICE(svc, 4096, 0, 128);
-  ASSERT_TRUE(svc->create_session(config("a", 3000)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a", 3000)}).ok());
   const int budget = 128 - svc->session("a")->scaffold_tokens;
   const auto lines = test::ohlcv_lines(30, 5);
   int largest = 0;
@@ -168,7 +169,7 @@ TEST(Service, EachIngestionBatchFillsOneForwardPassAndNoMore) {
     std::lock_guard lock(mu);
     events.push_back(e);
   });
-  auto pushed = svc->push_text("a", lines);
+  auto pushed = svc->push_text(svc->handle("a"), lines);
   ASSERT_TRUE(pushed.ok());
   ASSERT_TRUE(wait_ingested(*svc, "a", pushed->last_seq));
   std::lock_guard lock(mu);
@@ -191,10 +192,10 @@ TEST(Service, EachIngestionBatchFillsOneForwardPassAndNoMore) {
 TEST(Service, SessionQueryWaitsAtMostAboutOneBatchBehindABacklog) {
   // Small batches: a long background backlog of many forward passes.
   AOI_SERVICE(svc, 8192, 64, 64);
-  ASSERT_TRUE(svc->create_session(config("a", 3000)).ok());
-  ASSERT_TRUE(svc->push_text("a", test::ohlcv_lines(2, 9)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a", 3000)}).ok());
+  ASSERT_TRUE(svc->push_text(svc->handle("a"), test::ohlcv_lines(2, 9)).ok());
   ASSERT_TRUE(wait_ingested(*svc, "a", 2));
-  auto pushed = svc->push_text("a", test::ohlcv_lines(40, 9, 2));  // ~25 batches of ingestion
+  auto pushed = svc->push_text(svc->handle("a"), test::ohlcv_lines(40, 9, 2));  // ~25 batches of ingestion
   ASSERT_TRUE(pushed.ok());
 
   QueryRequest q;
@@ -203,7 +204,7 @@ TEST(Service, SessionQueryWaitsAtMostAboutOneBatchBehindABacklog) {
   std::promise<std::pair<Result<QueryOutcome>, std::uint64_t>> done;
   auto future = done.get_future();
   const std::uint64_t passes_at_submit = svc->passes();
-  svc->query("a", q, end_only<QueryOutcome>([&](Result<QueryOutcome> r) {
+  svc->query(svc->handle("a"), q, end_only<QueryOutcome>([&](Result<QueryOutcome> r) {
                done.set_value({std::move(r), svc->passes()});
              }));
   auto [result, passes_at_done] = future.get();
@@ -219,13 +220,13 @@ TEST(Service, SessionQueryWaitsAtMostAboutOneBatchBehindABacklog) {
 
 TEST(Service, RingOverflowDropsTheOldestAndCountsThem) {
   AOI_SERVICE(svc, 8);
-  ASSERT_TRUE(svc->create_session(config("a", 4000)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a", 4000)}).ok());
   std::uint64_t dropped = 0;
   std::uint64_t last = 0;
   // Pushed while the inference thread is busy: nothing is ingested meanwhile, so the ring overflows.
   svc->run_on_inference_thread([&] {
     for (int i = 0; i < 10; ++i) {
-      auto r = svc->push_text("a", test::ohlcv_lines(5, 4, i * 5));
+      auto r = svc->push_text(svc->handle("a"), test::ohlcv_lines(5, 4, i * 5));
       dropped += r->dropped;
       last = r->last_seq;
     }
@@ -244,18 +245,18 @@ TEST(Service, RingOverflowDropsTheOldestAndCountsThem) {
 
 TEST(Service, InvalidRecordsAreRefusedAtPushOrRejectedAtIngestion) {
   AOI_SERVICE(svc);
-  ASSERT_TRUE(svc->create_session(config("a", 60)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a", 60)}).ok());
   std::atomic<int> errors{0};
   svc->handle("a")->events().subscribe([&](const Event& e) {
     if (e.as<RecordRejected>() || e.as<RecordsDropped>()) errors++;
   });
   // Empty text is refused at once, naming the record; nothing of the push is accepted.
-  auto refused = svc->push_text("a", {"short line", "  "});
+  auto refused = svc->push_text(svc->handle("a"), {"short line", "  "});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().field, "records[1]");
   EXPECT_EQ(svc->handle("a")->counters().records_pushed.load(), 0u);
   // Without a template an object is read as its name=value text: one without fields has none.
-  auto no_fields = svc->push("a", {ingest::Record{{"t", std::string("x")}}, ingest::Record{}});
+  auto no_fields = svc->push(svc->handle("a"), {ingest::Record{{"t", std::string("x")}}, ingest::Record{}});
   ASSERT_FALSE(no_fields.ok());
   EXPECT_EQ(no_fields.error().field, "records[1]");
   EXPECT_EQ(svc->handle("a")->counters().records_pushed.load(), 0u);
@@ -263,7 +264,7 @@ TEST(Service, InvalidRecordsAreRefusedAtPushOrRejectedAtIngestion) {
   // Longer than the window: only ingestion can tell (it tokenizes); rejected, counted and reported.
   std::string huge;
   for (int i = 0; i < 100; ++i) huge += "word" + std::to_string(i) + " ";
-  auto r = svc->push_text("a", {"short line", huge, "another line"});
+  auto r = svc->push_text(svc->handle("a"), {"short line", huge, "another line"});
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(wait_ingested(*svc, "a", r->last_seq));
   const auto& c = svc->handle("a")->counters();
@@ -276,13 +277,13 @@ TEST(Service, TemplateRecordsRenderLikeTheirText) {
   AOI_SERVICE(svc);
   auto c = config("t");
   c.record_template = "{t} O={o} H={h} L={l} C={c} V={v}";
-  ASSERT_TRUE(svc->create_session(c).ok());
-  ASSERT_TRUE(svc->create_session(config("plain")).ok());
-  EXPECT_EQ(svc->create_session([] {
+  ASSERT_TRUE(svc->run(CreateSession{c}).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("plain")}).ok());
+  EXPECT_EQ(svc->run(CreateSession{[] {
                  auto bad = config("bad");
                  bad.record_template = "{t} O={o";
                  return bad;
-               }())
+               }()})
                 .error()
                 .field,
             "template");
@@ -301,12 +302,12 @@ TEST(Service, TemplateRecordsRenderLikeTheirText) {
     lines.emplace_back(buf);
   }
   // A missing field is refused at push, naming it.
-  auto missing = svc->push("t", {ingest::Record{{"t", std::string("x")}, {"o", 1.0}}});
+  auto missing = svc->push(svc->handle("t"), {ingest::Record{{"t", std::string("x")}, {"o", 1.0}}});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().field.find("records[0]."), std::string::npos) << missing.error().field;
 
-  auto a = svc->push("t", objects);
-  auto b = svc->push_text("plain", lines);
+  auto a = svc->push(svc->handle("t"), objects);
+  auto b = svc->push_text(svc->handle("plain"), lines);
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(wait_ingested(*svc, "t", a->last_seq));
   ASSERT_TRUE(wait_ingested(*svc, "plain", b->last_seq));
@@ -315,15 +316,15 @@ TEST(Service, TemplateRecordsRenderLikeTheirText) {
   QueryRequest q;
   q.question = "Last close?";
   q.generation.max_tokens = 4;
-  auto qa = svc->query("t", q);
-  auto qb = svc->query("plain", q);
+  auto qa = svc->query(svc->handle("t"), q);
+  auto qb = svc->query(svc->handle("plain"), q);
   ASSERT_TRUE(qa.ok() && qb.ok());
   EXPECT_EQ(qa->answer.tokens, qb->answer.tokens);
 }
 
 TEST(Service, ConcurrentProducersGetUniqueOrderedSequenceNumbers) {
   AOI_SERVICE(svc, 1 << 16);
-  ASSERT_TRUE(svc->create_session(config("a", 4000)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a", 4000)}).ok());
   constexpr int kThreads = 4;
   constexpr int kPushes = 25;
   std::mutex mu;
@@ -332,7 +333,7 @@ TEST(Service, ConcurrentProducersGetUniqueOrderedSequenceNumbers) {
   for (int t = 0; t < kThreads; ++t) {
     producers.emplace_back([&, t] {
       for (int i = 0; i < kPushes; ++i) {
-        auto r = svc->push_text("a", {"p" + std::to_string(t) + " " + std::to_string(i), "x"});
+        auto r = svc->push_text(svc->handle("a"), {"p" + std::to_string(t) + " " + std::to_string(i), "x"});
         ASSERT_TRUE(r.ok());
         std::lock_guard lock(mu);
         for (std::uint64_t s = r->first_seq; s <= r->last_seq; ++s) EXPECT_TRUE(seqs.insert(s).second);
@@ -343,7 +344,7 @@ TEST(Service, ConcurrentProducersGetUniqueOrderedSequenceNumbers) {
   QueryRequest q;
   q.question = "Anything?";
   q.generation.max_tokens = 2;
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(svc->query("a", q).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(svc->query(svc->handle("a"), q).ok());
   for (auto& th : producers) th.join();
   ASSERT_EQ(seqs.size(), static_cast<size_t>(2 * kThreads * kPushes));
   EXPECT_EQ(*seqs.begin(), 1u);
@@ -355,21 +356,21 @@ TEST(Service, ConcurrentProducersGetUniqueOrderedSequenceNumbers) {
 
 TEST(Service, DeleteWhileIngestingLosesNothingSilently) {
   AOI_SERVICE(svc, 8192, 64, 64);
-  ASSERT_TRUE(svc->create_session(config("a", 3000)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a", 3000)}).ok());
   std::atomic<bool> closed{false};
   svc->handle("a")->events().subscribe([&](const Event& e) {
     if (e.as<SessionDeleted>()) closed = true;
   });
   auto handle = svc->handle("a");
-  ASSERT_TRUE(svc->push_text("a", test::ohlcv_lines(60, 5)).ok());
-  ASSERT_TRUE(svc->delete_session("a").ok());
+  ASSERT_TRUE(svc->push_text(svc->handle("a"), test::ohlcv_lines(60, 5)).ok());
+  ASSERT_TRUE(svc->run(svc->handle("a"), DeleteSession{}).ok());
   EXPECT_TRUE(closed.load());
-  EXPECT_EQ(svc->push_text("a", {"x"}).error().type, ErrorType::kNotFound);
+  EXPECT_EQ(svc->push_text(svc->handle("a"), {"x"}).error().type, ErrorType::kNotFound);
   EXPECT_EQ(svc->session("a").error().type, ErrorType::kNotFound);
   const auto& c = handle->counters();
   EXPECT_EQ(c.records_pushed.load(), c.records_ingested.load() + c.records_dropped.load() + c.records_rejected.load());
   // The id can be used again.
-  EXPECT_TRUE(svc->create_session(config("a")).ok());
+  EXPECT_TRUE(svc->run(CreateSession{config("a")}).ok());
 }
 
 // A caller holds the session it resolved (the server resolves an id once per request, after checking the
@@ -377,12 +378,12 @@ TEST(Service, DeleteWhileIngestingLosesNothingSilently) {
 // under the same id since: each operation answers kNotFound and the new session is untouched.
 TEST(Service, AnOperationOnADeletedSessionNeverReachesTheOneThatTookItsId) {
   AOI_SERVICE(svc);
-  ASSERT_TRUE(svc->create_session(config("a")).ok());
-  const Service::SessionRef old = svc->handle("a");
+  ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
+  const SessionRef old = svc->handle("a");
   ASSERT_TRUE(old);
-  ASSERT_TRUE(svc->delete_session("a").ok());
-  ASSERT_TRUE(svc->create_session(config("a")).ok());
-  const Service::SessionRef now = svc->handle("a");
+  ASSERT_TRUE(svc->run(svc->handle("a"), DeleteSession{}).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
+  const SessionRef now = svc->handle("a");
   ASSERT_NE(old, now);
 
   auto expect_gone = [](const Error& e, const char* what) {
@@ -391,7 +392,7 @@ TEST(Service, AnOperationOnADeletedSessionNeverReachesTheOneThatTookItsId) {
   auto pushed = svc->push_text(old, {"a record for the deleted session"});
   ASSERT_FALSE(pushed.ok());
   expect_gone(pushed.error(), "push");
-  auto added = svc->add_flash(old, "Is the trend UP or DOWN?", 4);
+  auto added = svc->add_flash(old, {"Is the trend UP or DOWN?", 4});
   ASSERT_FALSE(added.ok());
   expect_gone(added.error(), "add_flash");
   auto listed = svc->list_flash(old);
@@ -400,19 +401,13 @@ TEST(Service, AnOperationOnADeletedSessionNeverReachesTheOneThatTookItsId) {
   QueryRequest q;
   q.question = "Trend?";
   q.generation.max_tokens = 2;
-  std::promise<Result<QueryOutcome>> asked;
-  svc->query(old, q, end_only<QueryOutcome>([&](Result<QueryOutcome> r) { asked.set_value(std::move(r)); }));
-  auto answer = asked.get_future().get();
+  auto answer = svc->query(old, q);
   ASSERT_FALSE(answer.ok());
   expect_gone(answer.error(), "query");
-  std::promise<Result<ExportedSession>> exported;
-  svc->export_session(old, [&](Result<ExportedSession> r) { exported.set_value(std::move(r)); });
-  auto exp = exported.get_future().get();
+  auto exp = svc->run(old, ExportSession{});
   ASSERT_FALSE(exp.ok());
   expect_gone(exp.error(), "export");
-  std::promise<Status> deleted;
-  svc->delete_session(old, [&](Status st) { deleted.set_value(std::move(st)); });
-  const Status del = deleted.get_future().get();
+  const Status del = svc->run(old, DeleteSession{});
   ASSERT_FALSE(del.ok());
   expect_gone(del.error(), "delete");
 
@@ -421,20 +416,20 @@ TEST(Service, AnOperationOnADeletedSessionNeverReachesTheOneThatTookItsId) {
   EXPECT_EQ(now->counters().records_pushed.load(), 0u);
   EXPECT_EQ(now->counters().queries.load(), 0u);
   EXPECT_TRUE(now->flash().list().empty());
-  EXPECT_TRUE(svc->query("a", q).ok());
+  EXPECT_TRUE(svc->query(svc->handle("a"), q).ok());
 }
 
 TEST(Service, ShutdownCompletesEveryPendingRequest) {
   AOI_SERVICE(svc, 8192, 64, 64);
-  ASSERT_TRUE(svc->create_session(config("a", 3000)).ok());
-  ASSERT_TRUE(svc->push_text("a", test::ohlcv_lines(60, 6)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a", 3000)}).ok());
+  ASSERT_TRUE(svc->push_text(svc->handle("a"), test::ohlcv_lines(60, 6)).ok());
   std::atomic<int> completed{0};
   std::atomic<int> failed{0};
   QueryRequest q;
   q.question = "Trend?";
   q.generation.max_tokens = 8;
   for (int i = 0; i < 6; ++i) {
-    svc->query("a", q, end_only<QueryOutcome>([&](Result<QueryOutcome> r) {
+    svc->query(svc->handle("a"), q, end_only<QueryOutcome>([&](Result<QueryOutcome> r) {
                  completed++;
                  if (!r.ok()) {
                    EXPECT_EQ(r.error().type, ErrorType::kNotReady);
@@ -448,7 +443,7 @@ TEST(Service, ShutdownCompletesEveryPendingRequest) {
   const auto& c = handle->counters();
   EXPECT_EQ(c.records_pushed.load(), c.records_ingested.load() + c.records_dropped.load() + c.records_rejected.load());
   // After shutdown, requests fail at once with a clear error.
-  auto late = svc->query("a", q);
+  auto late = svc->query(svc->handle("a"), q);
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.error().type, ErrorType::kNotReady);
 }
@@ -461,8 +456,8 @@ namespace {
 
 TEST(Service, StatelessCompletionsShareTheModelWithSessions) {
   AOI_SERVICE(svc);
-  ASSERT_TRUE(svc->create_session(config("a")).ok());
-  ASSERT_TRUE(svc->push_text("a", test::ohlcv_lines(5, 8)).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
+  ASSERT_TRUE(svc->push_text(svc->handle("a"), test::ohlcv_lines(5, 8)).ok());
   GenerateRequest r;
   r.messages = {{"system", "Be brief."}, {"user", "Say something."}};
   r.generation.max_tokens = 6;
@@ -498,7 +493,7 @@ TEST(Service, StatelessCompletionsShareTheModelWithSessions) {
   QueryRequest q;
   q.question = "Trend?";
   q.generation.max_tokens = 2;
-  EXPECT_TRUE(svc->query("a", q).ok());
+  EXPECT_TRUE(svc->query(svc->handle("a"), q).ok());
   EXPECT_EQ(svc->stats().pool_busy, 0);
 }
 
@@ -513,9 +508,9 @@ TEST(Service, AccountingAddsUpThroughEviction) {
   auto c = config("a");
   c.retention = {};
   c.retention.max_records = 4;
-  ASSERT_TRUE(svc->create_session(c).ok());
+  ASSERT_TRUE(svc->run(CreateSession{c}).ok());
   std::uint64_t last = 0;
-  for (int i = 0; i < 4; ++i) last = svc->push_text("a", test::ohlcv_lines(5, 6, i * 5))->last_seq;
+  for (int i = 0; i < 4; ++i) last = svc->push_text(svc->handle("a"), test::ohlcv_lines(5, 6, i * 5))->last_seq;
   ASSERT_TRUE(wait_ingested(*svc, "a", last));
   const auto snap = svc->session("a");
   const auto& c2 = svc->handle("a")->counters();

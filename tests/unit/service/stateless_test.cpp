@@ -177,7 +177,7 @@ TEST(PrefixCache, ASessionsRegion0ServesAsADonor) {
   config.id = "desk";
   config.system = long_system();
   config.retention.max_tokens = 600;
-  ASSERT_TRUE(svc->create_session(config).ok());
+  ASSERT_TRUE(svc->run(CreateSession{config}).ok());
   const auto r = chat({{"system", long_system()}, {"user", "And the open?"}});
   auto out = svc->generate(r);
   auto ref = cold_svc->generate(r);
