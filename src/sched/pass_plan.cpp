@@ -109,4 +109,81 @@ int next_wait(const LaneDemand& lane, const LaneGrant& grant, const PassPlan& pl
   return grant.prefill >= std::min(plan.chunk, lane.prefill_tokens) ? 0 : lane.passes_waiting;
 }
 
+// ---- Rule 5: turns on a session's sequence ----
+
+namespace {
+
+// A question, then a flash round's next question, then an append (rule 5's exception to the class order).
+int turn_rank(Priority p) {
+  switch (p) {
+    case Priority::kInteractive: return 0;
+    case Priority::kFlash: return 1;
+    default: return 2;
+  }
+}
+
+}  // namespace
+
+void SequenceTurns::enqueue(const void* who, Priority priority, bool aside) {
+  if (holder_ == who) return;
+  for (auto& w : waiting_) {
+    if (w.who != who) continue;
+    w.aside = aside;
+    return;
+  }
+  waiting_.push_back({who, priority, next_order_++, 0, aside});
+}
+
+void SequenceTurns::want(const void* who, Priority priority) { enqueue(who, priority, false); }
+
+void SequenceTurns::wait_aside(const void* who, Priority priority) { enqueue(who, priority, true); }
+
+bool SequenceTurns::acquire(const void* who) {
+  if (holder_ == who) return true;
+  if (holder_ != nullptr) return false;
+  auto key = [](const Waiter& w) {
+    return std::make_tuple(w.passed_over >= kTurnsBeforeFirst ? 0 : 1, turn_rank(w.priority), w.order);
+  };
+  const Waiter* best = nullptr;
+  const Waiter* first_aside = nullptr;
+  for (const auto& w : waiting_) {
+    if (w.aside) {
+      if (first_aside == nullptr || key(w) < key(*first_aside)) first_aside = &w;
+      continue;
+    }
+    // A flash round in progress holds the data version: appends wait for its end.
+    if (pins_ > 0 && w.priority == Priority::kBackground) continue;
+    if (best == nullptr || key(w) < key(*best)) best = &w;
+  }
+  if (best == nullptr || best->who != who) return false;
+  // A new append would keep a waiter ahead of it from ever seeing the session settled.
+  if (best->priority == Priority::kBackground && first_aside != nullptr && key(*first_aside) < key(*best)) {
+    return false;
+  }
+  hold(who);
+  for (auto& w : waiting_) w.passed_over++;
+  return true;
+}
+
+bool SequenceTurns::acquire_to_finish(const void* who) {
+  if (holder_ == who) return true;
+  if (holder_ != nullptr || pins_ > 0) return false;
+  hold(who);
+  return true;
+}
+
+void SequenceTurns::hold(const void* who) {
+  holder_ = who;
+  std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
+}
+
+void SequenceTurns::release(const void* who) {
+  if (holder_ == who) holder_ = nullptr;
+}
+
+void SequenceTurns::forget(const void* who) {
+  release(who);
+  std::erase_if(waiting_, [&](const Waiter& w) { return w.who == who; });
+}
+
 }  // namespace aoi::sched

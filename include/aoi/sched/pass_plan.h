@@ -16,6 +16,13 @@
 //      starts it again for every background lane, served or not; among them round-robin takes turns. So a
 //      question whose passes fit within aging_passes never shares a pass with background prefill, and under
 //      constant interactive load background work still moves. The loop keeps the counts: next_wait().)
+//   5. Turns on a session's sequence (SequenceTurns): the operations of one session (its questions, its flash
+//      round's questions, its appends) write its one sequence one at a time, each holding it across passes
+//      until it is done. Rules 1-4 decide which turns' rows share a pass; this one decides whose turn it is.
+//      The order is by class as in rule 2, with one exception: a question (INTERACTIVE) goes before the next
+//      question of a flash round, because a round is many short turns and a client waits on the question
+//      (across sessions FLASH still goes first). Aging as in rule 4, counted in turns: an operation passed
+//      over kTurnsBeforeFirst times goes first. A flash round pins the data version: appends wait for its end.
 // Cells are not this policy's business: every session and completion has a KV stream of its own, admitted
 // only when its work fits it (the service's admission), so no prefill can take another's cells.
 #pragma once
@@ -74,6 +81,54 @@ class RoundRobin {
 
  private:
   std::array<std::optional<std::uint64_t>, kPriorityCount> last_{};
+};
+
+// Rule 5: who writes one session's sequence next. Kept between passes, one per session; pure bookkeeping (a
+// lane is known by its address). Inference thread only.
+//
+// An operation that needs the session settled (an export, a save: no append in flight) waits aside while an
+// append runs: it keeps its place, but only new appends queue behind it (they would keep it waiting); questions
+// and flash questions pass it, so that whatever the running append waits for (the end of a flash round that
+// pins the version) can finish. Were it to hold its place against everyone, a rebuild waiting for a flash round
+// to end, the round waiting for the sequence, and the export waiting for the rebuild would wait on each other.
+class SequenceTurns {
+ public:
+  static constexpr int kTurnsBeforeFirst = 4;
+
+  // `who` wants the sequence and can take it now; idempotent (its place is kept from the first call).
+  void want(const void* who, Priority priority);
+  // `who` wants the sequence but cannot take it until the session settles: it keeps its place, holding up new
+  // appends only (see above). A later want() says it can take it again.
+  void wait_aside(const void* who, Priority priority);
+  // Takes the sequence when it is free and `who` comes first. The winner stops waiting, the others were passed
+  // over once more.
+  bool acquire(const void* who);
+  // Takes the sequence when nobody holds it and no flash round pins the version, ahead of every waiter: for the
+  // end of an append already in flight that needs no pass (a rebuilt window copied in). Waiters that want the
+  // session settled wait for exactly that end, so it must not queue behind them.
+  bool acquire_to_finish(const void* who);
+  void release(const void* who);
+  // Stops wanting it, and gives it back if held.
+  void forget(const void* who);
+  bool held_by(const void* who) const { return holder_ == who; }
+  void pin() { ++pins_; }
+  void unpin() { --pins_; }
+
+ private:
+  struct Waiter {
+    const void* who;
+    Priority priority;
+    std::uint64_t order;
+    int passed_over;
+    bool aside;  // waits for the session to settle
+  };
+  void enqueue(const void* who, Priority priority, bool aside);
+  void hold(const void* who);  // `who` holds the sequence and waits no more
+
+  const void* holder_ = nullptr;
+  std::vector<Waiter> waiting_;
+  std::uint64_t next_order_ = 0;
+  int pins_ = 0;
 };
 
 // clamp(n_batch / n_prefilling, chunk_min, chunk_max), and never more than n_batch.

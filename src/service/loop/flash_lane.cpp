@@ -35,24 +35,24 @@ void FlashLane::start_round() {
   version_ = 0;
   in_round_ = true;
   rt_->flash_round = true;
-  rt_->arbiter.pin();
+  rt_->turns.pin();
   t_round_ = std::chrono::steady_clock::now();
 }
 
 void FlashLane::end_round() {
   query_.reset();
-  rt_->arbiter.forget(this);
-  if (in_round_) rt_->arbiter.unpin();
+  rt_->turns.forget(this);
+  if (in_round_) rt_->turns.unpin();
   in_round_ = false;
   rt_->flash_round = false;
 }
 
 bool FlashLane::begin_question() {
   session::Session& s = *rt_->session;
-  PrimaryArbiter& arbiter = rt_->arbiter;
+  sched::SequenceTurns& turns = rt_->turns;
   while (next_ < questions_.size()) {
-    arbiter.want(this, sched::Priority::kFlash);
-    if (s.primary_busy() || !arbiter.acquire(this)) return false;
+    turns.want(this, sched::Priority::kFlash);
+    if (s.primary_busy() || !turns.acquire(this)) return false;
     // The version the round answers: the one its first question sees (the pin holds it from there).
     if (version_ == 0) version_ = s.data_version();
     session::QueryParams params;
@@ -65,7 +65,7 @@ bool FlashLane::begin_question() {
       t_question_ = std::chrono::steady_clock::now();
       return true;
     }
-    arbiter.release(this);
+    turns.release(this);
     rt_->handle->events().publish(FlashFailed{.fid = questions_[next_].fid, .why = begun.error()});
     ++next_;
   }
@@ -104,7 +104,7 @@ void FlashLane::take() {
 void FlashLane::store_answer() {
   session::Answer a = query_->take_answer();
   query_.reset();  // Region 2 goes, the primary is free
-  rt_->arbiter.release(this);
+  rt_->turns.release(this);
   const FlashQuery& q = questions_[next_];
   const double eval_ms = ms_since(t_question_);
   // A flash question's times run from its round's start: the questions before it are its queue.

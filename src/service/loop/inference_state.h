@@ -27,12 +27,12 @@
 #include "aoi/kv/cell_ledger.h"
 #include "aoi/kv/seq_ids.h"
 #include "aoi/sched/inference_loop.h"
+#include "aoi/sched/pass_plan.h"
 #include "aoi/service/service.h"
 #include "aoi/service/session_handle.h"
 #include "aoi/session/prompt_layout.h"
 #include "aoi/session/session.h"
 #include "aoi/store/snapshot_file.h"
-#include "primary_arbiter.h"
 
 namespace aoi::service {
 
@@ -44,7 +44,7 @@ struct SnapshotMeta;
 struct SessionRuntime {
   std::unique_ptr<session::Session> session;
   std::shared_ptr<SessionHandle> handle;
-  PrimaryArbiter arbiter;
+  sched::SequenceTurns turns;
   std::uint64_t tenant = 0;
   std::uint64_t flash_version = 0;  // the data version of the last flash round
   bool ingesting = false;           // an append is in flight or records wait in its lane

@@ -10,12 +10,12 @@ IngestLane::IngestLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt
 
 IngestLane::~IngestLane() {
   if (!batch_.empty() || append_) drop_held(Error::not_ready("ingestion stopped"));
-  rt_->arbiter.forget(this);
+  rt_->turns.forget(this);
   state_.forget_spare(this);
   rt_->ingesting = false;
 }
 
-void IngestLane::release_primary() { rt_->arbiter.release(this); }
+void IngestLane::release_primary() { rt_->turns.release(this); }
 
 void IngestLane::drop(const Error& why, std::uint64_t n_records) {
   if (n_records == 0) return;
@@ -68,7 +68,7 @@ size_t IngestLane::next_batch_size() const {
 
 void IngestLane::start_appends() {
   session::Session& s = *rt_->session;
-  PrimaryArbiter& arbiter = rt_->arbiter;
+  sched::SequenceTurns& turns = rt_->turns;
   while (!append_) {
     fill_batch();
     if (batch_.empty()) break;
@@ -78,8 +78,8 @@ void IngestLane::start_appends() {
     if (kind != session::AppendKind::kRebuild) state_.forget_spare(this);
     if (kind == session::AppendKind::kInPlace) {
       // In place: when it is ingestion's turn on the primary.
-      arbiter.want(this, sched::Priority::kBackground);
-      if (!arbiter.acquire(this)) break;
+      turns.want(this, sched::Priority::kBackground);
+      if (!turns.acquire(this)) break;
     } else if (kind == session::AppendKind::kRebuild) {
       auto lease = state_.take_spare(this);
       if (!lease) break;  // every spare rebuilds another session's window, or others asked first
@@ -110,7 +110,7 @@ void IngestLane::note_progress() {
 void IngestLane::try_finish_rebuild() {
   // Not behind the waiters: an export or save waits for this append to end, and questions lose no time (the
   // window is copied in between two passes).
-  if (rt_->session->primary_busy() || !rt_->arbiter.acquire_to_finish(this)) return;
+  if (rt_->session->primary_busy() || !rt_->turns.acquire_to_finish(this)) return;
   append_->finish_rebuild();
   release_primary();
   complete_append();

@@ -1,6 +1,6 @@
 // Background ingestion of one session (BACKGROUND): drains the session's ring in batches bounded by a token
 // budget, tokenizes them, and appends each batch through shared passes: in place on the session's primary
-// (taken through its arbiter), or, when recompute eviction rebuilds the window, on a spare sequence while
+// (its turn taken by pass plan rule 5), or, when recompute eviction rebuilds the window, on a spare sequence while
 // questions keep answering (see session_append.h). Publishes data_updated, the ready verdict and the snapshot
 // after each. One per session, for the session's lifetime: it waits (no demand) while the ring is empty.
 #pragma once

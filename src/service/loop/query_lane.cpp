@@ -19,19 +19,19 @@ QueryLane::QueryLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, 
       tracker_(state.request_metrics().track(RequestKind::kQuestion)) {
   // Its place in the session's queue, from now (a question asked before an append begins goes first) unless
   // it waits for data: then from when the data is in, so that it never holds up the ingestion it waits for.
-  if (!request_.min_seq) rt_->arbiter.want(this, sched::Priority::kInteractive);
+  if (!request_.min_seq) rt_->turns.want(this, sched::Priority::kInteractive);
   rt_->queries++;
 }
 
 QueryLane::~QueryLane() {
   query_.reset();
-  rt_->arbiter.forget(this);
+  rt_->turns.forget(this);
   rt_->queries--;
 }
 
 void QueryLane::complete(Result<QueryOutcome> result) {
   query_.reset();  // Region 2 goes, the primary is free, before the caller hears back
-  rt_->arbiter.forget(this);
+  rt_->turns.forget(this);
   tracker_.finish();
   answer_(std::move(result));
 }
@@ -51,8 +51,8 @@ sched::Demand QueryLane::poll(sched::Clock::time_point now) {
   if (!query_) {
     session::Session& s = *rt_->session;
     if (request_.min_seq && s.last_record_seq() < *request_.min_seq) return {};
-    rt_->arbiter.want(this, sched::Priority::kInteractive);
-    if (s.primary_busy() || !rt_->arbiter.acquire(this)) return {};
+    rt_->turns.want(this, sched::Priority::kInteractive);
+    if (s.primary_busy() || !rt_->turns.acquire(this)) return {};
     queue_ms_ = ms_between(submitted_, now);
     tracker_.start();
     session::QueryParams params{request_.question, request_.earlier, request_.generation};

@@ -1,6 +1,6 @@
 // One question on a session (INTERACTIVE). Waits, if asked, until ingestion has covered a record sequence number
-// (read-your-writes), and for its turn on the session's primary (its arbiter: questions first); then runs the
-// question through shared passes, streaming text as it appears.
+// (read-your-writes), and for its turn on the session's primary (its turns, pass plan rule 5: questions first); then
+// runs the question through shared passes, streaming text as it appears.
 #pragma once
 
 #include <functional>

@@ -5,12 +5,12 @@ namespace aoi::service {
 SettleLane::SettleLane(InferenceState& state, std::shared_ptr<SessionRuntime> rt, Then then,
                        std::function<void(const Error&)> failed)
     : state_(state), rt_(std::move(rt)), then_(std::move(then)), failed_(std::move(failed)) {
-  rt_->queries++;                                                // it stays in the cache meanwhile
-  rt_->arbiter.wait_aside(this, sched::Priority::kInteractive);  // its place from now
+  rt_->queries++;                                              // it stays in the cache meanwhile
+  rt_->turns.wait_aside(this, sched::Priority::kInteractive);  // its place from now
 }
 
 SettleLane::~SettleLane() {
-  rt_->arbiter.forget(this);
+  rt_->turns.forget(this);
   rt_->queries--;
 }
 
@@ -18,15 +18,15 @@ sched::Demand SettleLane::poll(sched::Clock::time_point) {
   if (!then_) return {};
   if (!state_.settled(*rt_)) {
     // An append runs: what it waits for (a flash round to end) may pass; new appends may not.
-    rt_->arbiter.wait_aside(this, sched::Priority::kInteractive);
+    rt_->turns.wait_aside(this, sched::Priority::kInteractive);
     return {};
   }
-  rt_->arbiter.want(this, sched::Priority::kInteractive);
-  if (!rt_->arbiter.acquire(this)) return {};
+  rt_->turns.want(this, sched::Priority::kInteractive);
+  if (!rt_->turns.acquire(this)) return {};
   auto then = std::move(then_);
   then_ = nullptr;
   then(state_, *rt_);
-  rt_->arbiter.forget(this);
+  rt_->turns.forget(this);
   return {};
 }
 
