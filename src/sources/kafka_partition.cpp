@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "kafka_conf.h"
+
 namespace aoi::sources {
 namespace {
 
@@ -36,11 +38,6 @@ Partitions one_partition(const SourceUrl& url, std::int64_t offset) {
   return list;
 }
 
-// librdkafka logs to stderr unless told otherwise; what matters reaches the consumer's status and log itself.
-void log_line(const rd_kafka_t* /*rk*/, int /*level*/, const char* facility, const char* line) {
-  spdlog::debug("librdkafka {}: {}", facility, line);
-}
-
 void error_callback(rd_kafka_t* /*rk*/, int err, const char* reason, void* opaque) {
   static_cast<KafkaPartition*>(opaque)->on_error(err, reason);
 }
@@ -49,15 +46,8 @@ void error_callback(rd_kafka_t* /*rk*/, int err, const char* reason, void* opaqu
 
 Result<std::unique_ptr<KafkaPartition>> KafkaPartition::connect(const SourceUrl& url, std::chrono::milliseconds timeout,
                                                                 std::string_view client_name, std::string_view group) {
-  auto password = source_password(url);
-  if (!password) return password.error();
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  char why[512];
-  const std::string group_id = url.group.empty() ? std::string(group) : url.group;
-  const std::pair<const char*, std::string> settings[] = {
-      {"bootstrap.servers", url.where()},
-      {"client.id", std::string(client_name)},
-      {"group.id", group_id},
+  const KafkaSetting settings[] = {
+      {"group.id", url.group.empty() ? std::string(group) : url.group},
       {"enable.auto.commit", "false"},
       {"enable.auto.offset.store", "false"},
       {"auto.offset.reset", "earliest"},  // a position the broker no longer keeps (retention): its oldest
@@ -65,39 +55,19 @@ Result<std::unique_ptr<KafkaPartition>> KafkaPartition::connect(const SourceUrl&
       {"socket.timeout.ms", std::to_string(std::max<std::int64_t>(timeout.count(), 10))},
       {"reconnect.backoff.ms", "100"},
       {"reconnect.backoff.max.ms", "5000"},
-      {"log.connection.close", "false"},
       // How long a fetch waits at the broker for new messages: a bound on the latency of a lone message where
       // the broker answers only then (librdkafka's mock cluster does; a real broker answers when data arrives).
       {"fetch.wait.max.ms", "100"},
   };
-  for (const auto& [name, value] : settings) {
-    if (rd_kafka_conf_set(conf, name, value.c_str(), why, sizeof(why)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return Error::invalid("source.url", std::string("kafka: ") + why);
-    }
-  }
-  std::vector<std::pair<const char*, std::string>> security;
-  if (!url.security_protocol.empty()) security.emplace_back("security.protocol", url.security_protocol);
-  if (!url.sasl_mechanism.empty()) security.emplace_back("sasl.mechanism", url.sasl_mechanism);
-  if (!url.username.empty()) security.emplace_back("sasl.username", url.username);
-  if (!password->empty()) security.emplace_back("sasl.password", *password);
-  for (const auto& [name, value] : security) {
-    if (rd_kafka_conf_set(conf, name, value.c_str(), why, sizeof(why)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      // The reason names the setting, never the value.
-      return Error::invalid("source.url", std::string("kafka: ") + name + ": not accepted by this librdkafka");
-    }
-  }
-  rd_kafka_conf_set_log_cb(conf, log_line);
-  rd_kafka_conf_set_error_cb(conf, error_callback);
+  auto conf = kafka_conf(url, client_name, settings, "source.url");
+  if (!conf) return conf.error();
+  rd_kafka_conf_set_error_cb(conf->get(), error_callback);
   // The object's address is the callbacks' opaque: made before the handle, handed the handle after.
   std::unique_ptr<KafkaPartition> out(new KafkaPartition(nullptr, url));
-  rd_kafka_conf_set_opaque(conf, out.get());
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof(why));
-  if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);
-    return Error::invalid("source.url", std::string("kafka: ") + why);
-  }
+  rd_kafka_conf_set_opaque(conf->get(), out.get());
+  auto client = kafka_client(RD_KAFKA_CONSUMER, std::move(conf).value(), "source.url");
+  if (!client) return client.error();
+  rd_kafka_t* rk = *client;
   out->rk_ = rk;
   rd_kafka_poll_set_consumer(rk);
 

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "kafka_conf.h"
+
 namespace aoi::sources {
 namespace {
 
@@ -16,47 +18,25 @@ void delivered(rd_kafka_t* /*rk*/, const rd_kafka_message_t* m, void* opaque) {
   static_cast<KafkaProducer*>(opaque)->on_delivery(reinterpret_cast<std::uintptr_t>(m->_private), m->err);
 }
 
-void log_line(const rd_kafka_t* /*rk*/, int /*level*/, const char* facility, const char* line) {
-  spdlog::debug("librdkafka {}: {}", facility, line);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<KafkaProducer>> KafkaProducer::connect(const SourceUrl& url, std::chrono::milliseconds timeout,
                                                               std::string_view client_name) {
-  auto password = source_password(url);
-  if (!password) return password.error();
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  char why[512];
-  std::vector<std::pair<const char*, std::string>> settings = {
-      {"bootstrap.servers", url.where()},
-      {"client.id", std::string(client_name)},
+  const KafkaSetting settings[] = {
       {"acks", "all"},
       {"enable.idempotence", "true"},
       {"linger.ms", "0"},
       {"message.timeout.ms", std::to_string(std::max<std::int64_t>(timeout.count(), 1000))},
       {"socket.timeout.ms", std::to_string(std::max<std::int64_t>(timeout.count(), 10))},
-      {"log.connection.close", "false"},
   };
-  if (!url.security_protocol.empty()) settings.emplace_back("security.protocol", url.security_protocol);
-  if (!url.sasl_mechanism.empty()) settings.emplace_back("sasl.mechanism", url.sasl_mechanism);
-  if (!url.username.empty()) settings.emplace_back("sasl.username", url.username);
-  if (!password->empty()) settings.emplace_back("sasl.password", *password);
-  for (const auto& [name, value] : settings) {
-    if (rd_kafka_conf_set(conf, name, value.c_str(), why, sizeof(why)) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return Error::invalid("sink.url", std::string("kafka: ") + name + ": not accepted by this librdkafka");
-    }
-  }
-  rd_kafka_conf_set_log_cb(conf, log_line);
-  rd_kafka_conf_set_dr_msg_cb(conf, delivered);
+  auto conf = kafka_conf(url, client_name, settings, "sink.url");
+  if (!conf) return conf.error();
+  rd_kafka_conf_set_dr_msg_cb(conf->get(), delivered);
   std::unique_ptr<KafkaProducer> out(new KafkaProducer(nullptr, url, timeout));
-  rd_kafka_conf_set_opaque(conf, out.get());
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why));
-  if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);
-    return Error::invalid("sink.url", std::string("kafka: ") + why);
-  }
+  rd_kafka_conf_set_opaque(conf->get(), out.get());
+  auto client = kafka_client(RD_KAFKA_PRODUCER, std::move(conf).value(), "sink.url");
+  if (!client) return client.error();
+  rd_kafka_t* rk = *client;
   out->rk_ = rk;
   const rd_kafka_metadata_t* metadata = nullptr;
   if (const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, nullptr, &metadata, static_cast<int>(timeout.count()));
