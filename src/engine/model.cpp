@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "aoi/common/fnv1a.h"
 #include "aoi/common/log.h"
 #include "llama.h"
 
@@ -62,10 +63,8 @@ static Result<std::string> file_fingerprint(const std::string& path) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (!in || ec) return Error::invalid("model", "cannot read " + path);
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  const auto mix = [&h](const unsigned char* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  };
+  std::uint64_t h = kFnv1aBasis;
+  const auto mix = [&h](const unsigned char* p, size_t n) { h = fnv1a({p, n}, h); };
   mix(reinterpret_cast<const unsigned char*>(&size), sizeof size);
   constexpr size_t kBlocks = 64, kBlock = 64 * 1024;
   std::vector<char> buf(kBlock);

@@ -3,16 +3,16 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "aoi/common/fnv1a.h"
+
 namespace aoi::sched {
 
 std::uint64_t fnv1a(std::span<const engine::Token> tokens, std::uint64_t hash) {
-  for (engine::Token t : tokens) {
-    auto v = static_cast<std::uint32_t>(t);
-    for (int b = 0; b < 4; ++b) {
-      hash ^= v & 0xffu;
-      hash *= 1099511628211ull;
-      v >>= 8;
-    }
+  for (const engine::Token t : tokens) {
+    const auto v = static_cast<std::uint32_t>(t);
+    const unsigned char little_endian[4] = {static_cast<unsigned char>(v), static_cast<unsigned char>(v >> 8),
+                                            static_cast<unsigned char>(v >> 16), static_cast<unsigned char>(v >> 24)};
+    hash = aoi::fnv1a(little_endian, hash);
   }
   return hash;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "aoi/common/fnv1a.h"
+
 namespace aoi::service {
 
 std::string normalize_question(std::string_view q) {
@@ -20,14 +22,7 @@ std::string normalize_question(std::string_view q) {
   return out;
 }
 
-std::uint64_t question_hash(std::string_view normalized) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : normalized) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+std::uint64_t question_hash(std::string_view normalized) { return fnv1a(normalized); }
 
 Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens, std::optional<FlashSink> sink) {
   std::string key = normalize_question(question);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "aoi/common/fnv1a.h"
 #include "mqtt_open.h"
 
 namespace aoi::sources {
@@ -21,16 +22,8 @@ MqttSubscription* self(void* obj) { return static_cast<MqttSubscription*>(obj); 
 
 // "MID:HASH": the packet id and a 64-bit FNV-1a hash of the topic and payload.
 std::string position_of(const mosquitto_message& m) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto mix = [&h](const char* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      h ^= static_cast<unsigned char>(p[i]);
-      h *= 1099511628211ull;
-    }
-  };
-  mix(m.topic, std::char_traits<char>::length(m.topic));
-  mix("", 1);
-  mix(static_cast<const char*>(m.payload), static_cast<size_t>(m.payloadlen));
+  std::uint64_t h = fnv1a(std::string_view(m.topic, std::char_traits<char>::length(m.topic) + 1));  // with its NUL
+  h = fnv1a(std::string_view(static_cast<const char*>(m.payload), static_cast<size_t>(m.payloadlen)), h);
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
   return std::to_string(m.mid) + ":" + hex;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "aoi/common/fnv1a.h"
 #include "aoi/sources/kafka_partition.h"
 #include "aoi/sources/mqtt_subscription.h"
 #include "aoi/sources/redis_stream.h"
@@ -26,10 +27,8 @@ Result<std::unique_ptr<SourceConnection>> connect_source(const SourceUrl& url, s
     case SourceUrl::Broker::kMqtt: {
       // The broker's persistent session is this session's subscription to this filter: a session that takes
       // a deleted one's id with another filter must not find the old one's subscription (and queue) there.
-      std::uint32_t h = 2166136261u;
-      for (const char c : url.topic) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
       char filter[9];
-      std::snprintf(filter, sizeof(filter), "%08x", h);
+      std::snprintf(filter, sizeof(filter), "%08x", static_cast<unsigned>(fnv1a(url.topic) & 0xffffffffu));
       auto subscription = MqttSubscription::connect(url, timeout, session_id.empty() ? "" : client + ":" + filter);
       if (!subscription) return subscription.error();
       return std::unique_ptr<SourceConnection>(std::move(subscription).value());

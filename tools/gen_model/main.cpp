@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "aoi/common/fnv1a.h"
 #include "copy_weights.h"
 #include "families.h"
 #include "ggml.h"
@@ -39,14 +40,6 @@ std::uint64_t splitmix64(std::uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
 }
 
 // Standard normal values from a seeded stream (Box-Muller).
@@ -82,7 +75,7 @@ RowFiller random_rows(std::uint64_t seed) {
       std::fill_n(rows, n, 1.0f);
       return;
     }
-    const std::uint64_t tensor_seed = fnv1a(t.name, seed * 0x9E3779B97F4A7C15ull + 1);
+    const std::uint64_t tensor_seed = aoi::fnv1a(t.name, seed * 0x9E3779B97F4A7C15ull + 1);
     const auto block = static_cast<std::uint64_t>(r0 / kRowsPerBlock);
     fill_normal(rows, n, tensor_seed + block * 0x632BE59BD9B4E019ull, t.stddev);
   };

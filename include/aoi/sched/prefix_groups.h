@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "aoi/common/fnv1a.h"
 #include "aoi/engine/types.h"
 
 namespace aoi::sched {
@@ -18,7 +19,7 @@ namespace aoi::sched {
 inline constexpr int kPrefixGroupTokens = 8;  // K: tokens that must match for lanes to group
 
 // FNV-1a over tokens (and the running form used for a lane's decoded prefix).
-std::uint64_t fnv1a(std::span<const engine::Token> tokens, std::uint64_t hash = 14695981039346656037ull);
+std::uint64_t fnv1a(std::span<const engine::Token> tokens, std::uint64_t hash = kFnv1aBasis);
 
 struct PrefixCandidate {
   std::span<const engine::Token> decoded;  // what the lane's sequence holds, from position 0

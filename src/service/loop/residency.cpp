@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "aoi/common/fnv1a.h"
 #include "create_lane.h"
 #include "durability/persistence.h"
 #include "durability/session_codec.h"
@@ -28,8 +29,7 @@ std::string InferenceState::kv_layout() const {
   const auto& tmpl = model().chat_template_in_use();
   if (tmpl && tmpl->source != engine::ChatTemplate::Source::kModel) {
     // A file's text by a hash of it: the same template moved elsewhere still fits.
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : tmpl->text) h = (h ^ c) * 0x100000001b3ull;
+    const std::uint64_t h = fnv1a(tmpl->text);
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
     layout += " chat_template=" +
