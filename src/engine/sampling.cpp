@@ -11,34 +11,6 @@
 
 namespace aoi::engine {
 
-Top2 top2(const float* logits, int n) {
-  // Two running maxima; a strict '>' keeps the lower id on ties, matching llama.cpp's greedy sampler.
-  Top2 best;
-  float v1 = -std::numeric_limits<float>::infinity();
-  float v2 = v1;
-  int i1 = -1;
-  int i2 = -1;
-  for (int i = 0; i < n; ++i) {
-    const float v = logits[i];
-    if (v > v2) {
-      if (v > v1) {
-        v2 = v1;
-        i2 = i1;
-        v1 = v;
-        i1 = i;
-      } else {
-        v2 = v;
-        i2 = i;
-      }
-    }
-  }
-  best.token = i1;
-  best.logit = v1;
-  best.second = i2;
-  best.second_logit = v2;
-  return best;
-}
-
 Sampler::Sampler(const SamplingParams& params, const Model& model) {
   const bool sampled = params.temperature > 0.0f;
   if (!sampled && !params.constrained()) return;  // plain greedy: the argmax of the raw logits

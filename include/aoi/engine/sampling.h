@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "aoi/engine/top2.h"
 #include "aoi/engine/types.h"
 
 struct llama_sampler;
@@ -16,17 +17,6 @@ namespace aoi::engine {
 
 class Context;
 class Model;
-
-struct Top2 {
-  Token token = kNoToken;  // argmax
-  float logit = 0.0f;
-  Token second = kNoToken;  // runner-up
-  float second_logit = 0.0f;
-  float gap() const { return logit - second_logit; }
-};
-
-// Argmax and runner-up of logits[0..n) in one pass (ties go to the lower token id).
-Top2 top2(const float* logits, int n);
 
 // Each field maps to one of llama.cpp's samplers (docs/api.md says which); its default turns that one off.
 struct SamplingParams {
