@@ -11,9 +11,12 @@
                                              the C++ benchmarks call this: one definition of "the commit")
     python3 bench/benchlib.py command ARG... prints the arguments as one command line, quoted where needed
 """
+import http.client
+import json
 import os
 import re
 import shlex
+import socket
 import statistics
 import subprocess
 import sys
@@ -149,6 +152,27 @@ NOISE_RULE = ("A ratio is given only where the two measurements differ by more t
               "their repeats' ranges (min..max) overlap, or their medians differ by less than the wider range, "
               "it reads \"equal (within noise)\"; \"one run\" marks a ratio of measurements taken once, whose "
               "noise is unknown.")
+
+
+def free_port():
+    """A TCP port free on loopback now, for a server a benchmark starts."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def json_call(port, method, path, body=None, timeout=60):
+    """One JSON request to a server on loopback: (status, parsed body or None). Raises OSError when it cannot
+    be reached."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request(method, path, body=json.dumps(body) if body is not None else None,
+              headers={"content-type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, (json.loads(data) if data else None)
 
 
 def main():

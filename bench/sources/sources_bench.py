@@ -34,14 +34,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import benchlib  # noqa: E402
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def wait_until(what, fn, timeout=60.0, every=0.01):
     deadline = time.monotonic() + timeout
     while True:
@@ -57,7 +49,7 @@ def wait_until(what, fn, timeout=60.0, every=0.01):
 
 class Aoi:
     def __init__(self, args, data_dir=None):
-        self.port = free_port()
+        self.port = benchlib.free_port()
         cmd = [args.aoi, "serve", "--model", args.model, "--host", "127.0.0.1", "--port", str(self.port),
                "--threads", str(args.threads)]
         cmd += ["--data-dir", data_dir] if data_dir else ["--memory-only"]
@@ -68,13 +60,7 @@ class Aoi:
 
     def call(self, method, path, body=None, quiet=False):
         try:
-            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-            c.request(method, path, body=json.dumps(body) if body is not None else None,
-                      headers={"content-type": "application/json"})
-            r = c.getresponse()
-            data = r.read()
-            c.close()
-            return r.status, (json.loads(data) if data else None)
+            return benchlib.json_call(self.port, method, path, body)
         except OSError:
             if quiet:
                 return 0, None
@@ -140,7 +126,7 @@ class Redis:
     name = "redis"
 
     def __init__(self, tmp):
-        self.port = free_port()
+        self.port = benchlib.free_port()
         self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", tmp,
                                       "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
         wait_until("redis", lambda: subprocess.run(["redis-cli", "-p", str(self.port), "PING"], capture_output=True,
@@ -209,7 +195,7 @@ class Mqtt:
     name = "mqtt"
 
     def __init__(self, tmp):
-        self.port = free_port()
+        self.port = benchlib.free_port()
         conf = os.path.join(tmp, "mosquitto.conf")
         with open(conf, "w") as f:
             f.write(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"

@@ -34,14 +34,6 @@ import benchlib  # noqa: E402
 ROOT = benchlib.ROOT
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
@@ -71,7 +63,7 @@ def build(rev, out, jobs):
 
 class Server:
     def __init__(self, binary, model, threads, extra):
-        self.port = free_port()
+        self.port = benchlib.free_port()
         self.proc = subprocess.Popen([binary, "serve", "--model", model, "--host", "127.0.0.1", "--port",
                                       str(self.port), "--threads", str(threads), "--memory-only"] + extra,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -87,13 +79,7 @@ class Server:
 
     def call(self, method, path, body=None):
         try:
-            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-            c.request(method, path, body=json.dumps(body) if body is not None else None,
-                      headers={"content-type": "application/json"})
-            r = c.getresponse()
-            data = r.read()
-            c.close()
-            return r.status, (json.loads(data) if data else None)
+            return benchlib.json_call(self.port, method, path, body, timeout=120)
         except OSError:
             return 0, None
 
