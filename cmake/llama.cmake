@@ -30,7 +30,13 @@ set(LLAMA_BUILD_APP OFF)
 set(LLAMA_OPENSSL OFF)
 set(LLAMA_BUILD_UI OFF)
 set(LLAMA_USE_PREBUILT_UI OFF)  # no network at build time
-set(GGML_CUDA ${AOI_CUDA})
+# The backends: an AOI_ option turns llama.cpp's on; one left off keeps whatever -DGGML_... said, so that
+# llama.cpp's own options (GGML_METAL is on by default on Apple) hold as its documentation gives them.
+foreach(backend CUDA VULKAN HIP RPC)
+  if(AOI_${backend})
+    set(GGML_${backend} ON)
+  endif()
+endforeach()
 
 # CPU instruction sets: the host's, detected here, without AMX. -march=native (GGML_NATIVE) would include
 # AMX where the CPU advertises it, and on virtual machines that advertise AMX without supporting it ggml's

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test. Installs what is missing, builds with warnings as errors, runs CTest (unit and integration
-# suites), runs the streaming benchmark's quick preset as a smoke test; then rebuilds aoi with AddressSanitizer +
+# suites), runs the suites that touch device state again with the model in llama.cpp's rpc-server (a non-host
+# backend), runs the streaming benchmark's quick preset as a smoke test; then rebuilds aoi with AddressSanitizer +
 # UndefinedBehaviorSanitizer (llama.cpp's objects from the compiler cache) and with ThreadSanitizer (llama.cpp
 # instrumented too), each in its own build directory, and runs the suites each is for; last, builds the libFuzzer
 # targets with Clang and runs each briefly (scripts/fuzz.sh runs them longer).
@@ -40,6 +41,24 @@ scripts/check-skips.py --labels build unit integration threads
 run_ctest build release -j"$jobs"
 
 [ "${1:-}" = "--quick" ] && exit 0
+
+stage "non-host device: every layer and the KV cache in llama.cpp's rpc-server on loopback (the RPC backend)"
+# The suites that touch device state: sequence operations and cross-stream copies, sequence state saved and
+# restored, shared passes, drafts, greedy rows chosen on the device (auto with an rpc-server's output layer),
+# and aoi serve --rpc end to end (the query and flash suites; integration.devices, which starts rpc-servers of its
+# own, runs in the release stage). One rpc-server serves one client at a time: the tests run one by one.
+cmake --build build -j"$jobs" --target ggml-rpc-server >/dev/null
+rpc_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+build/bin/ggml-rpc-server -H 127.0.0.1 -p "$rpc_port" -t "$jobs" >build/rpc-server.log 2>&1 &
+rpc_pid=$!
+trap 'kill "$rpc_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$rpc_port") 2>/dev/null && break; sleep 0.1; done
+rpc_suites='^(DeviceTop2|Devices|Equivalence|EquivalenceControls|SessionImage|SessionInvariants|MultiTenant|Flash'
+rpc_suites+='|Durability|PrefixCache|StatelessControls|Drafting)\.|^integration\.(query|flash)$'
+AOI_TEST_RPC="127.0.0.1:$rpc_port" AOI_TEST_THREADS="$jobs" AOI_SERVE_ARGS="--rpc 127.0.0.1:$rpc_port" \
+  run_ctest build rpc -j1 -R "$rpc_suites"
+kill "$rpc_pid" 2>/dev/null || true
+trap - EXIT
 
 stage "streaming benchmark, quick preset (smoke test: it completes and aoi agrees with naive; no timings checked)"
 cmake --build build -j"$jobs" --target llama-server aoi-bench-streaming >/dev/null

@@ -1,5 +1,7 @@
 #include "aoi/engine/batch.h"
 
+#include <algorithm>
+
 #include "aoi/common/check.h"
 #include "llama.h"
 
@@ -23,6 +25,7 @@ Batch& Batch::operator=(Batch&& other) noexcept {
     capacity_ = other.capacity_;
     max_seqs_ = other.max_seqs_;
     n_outputs_ = other.n_outputs_;
+    full_logits_seqs_ = std::move(other.full_logits_seqs_);
   }
   return *this;
 }
@@ -30,6 +33,13 @@ Batch& Batch::operator=(Batch&& other) noexcept {
 void Batch::clear() {
   batch_->n_tokens = 0;
   n_outputs_ = 0;
+  full_logits_seqs_.clear();
+}
+
+void Batch::want_full_logits(SeqId seq) {
+  if (std::find(full_logits_seqs_.begin(), full_logits_seqs_.end(), seq) == full_logits_seqs_.end()) {
+    full_logits_seqs_.push_back(seq);
+  }
 }
 
 void Batch::add(Token token, Pos pos, SeqId seq, bool want_logits) {

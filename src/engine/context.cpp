@@ -5,8 +5,10 @@
 #include <cstring>
 #include <string>
 
+#include "aoi/common/check.h"
 #include "aoi/engine/batch.h"
 #include "aoi/engine/model.h"
+#include "device_top2.h"
 #include "llama.h"
 
 namespace aoi::engine {
@@ -102,6 +104,8 @@ Result<std::unique_ptr<Context>> Context::create(Model& model, const ContextPara
   cp.n_seq_max = params.n_seq_max;
   // llama.cpp keeps an output row for every sequence: a pass may carry fewer rows than sequences exist.
   cp.n_outputs_max = std::max(params.n_batch, params.n_seq_max);
+  // Any of them may be one sequence's (a draft's rows are verified in one pass), backend sampling included.
+  cp.n_outputs_max_per_seq = 0;
   cp.n_threads = params.n_threads;
   cp.n_threads_batch = params.n_threads_batch;
   cp.type_k = to_ggml(params.type_k);
@@ -128,15 +132,37 @@ Result<std::unique_ptr<Context>> Context::create(Model& model, const ContextPara
                                           std::to_string(per_seq) + " (--ctx-size " + std::to_string(most) +
                                           " or less for " + std::to_string(params.n_seq_max) + " sequences)");
   }
-  return std::unique_ptr<Context>(new Context(model, ctx, params));
+  std::unique_ptr<Context> context(new Context(model, ctx, params));
+  // Auto: where the output layer is on an rpc-server's device, whose logits would cross a socket. On a local
+  // GPU, llama.cpp's top-k costs more than copying the row and scanning it on the host (measured on an H200:
+  // docs/benchmarks.md), and on the CPU there is no copy to save.
+  const bool output_remote =
+      !model.devices().empty() && model.n_layers_offloaded() >= model.n_layer() && model.devices().back().remote;
+  if (params.backend_sampling == BackendSampling::kOn ||
+      (params.backend_sampling == BackendSampling::kAuto && output_remote)) {
+    context->device_top2_ = DeviceTop2::attach(ctx, static_cast<int>(llama_n_seq_max(ctx)));
+  }
+  return context;
 }
 
 Context::Context(Model& model, llama_context* ctx, const ContextParams& params)
     : model_(model), ctx_(ctx), params_(params) {}
 
-Context::~Context() { llama_free(ctx_); }
+Context::~Context() {
+  llama_free(ctx_);  // before device_top2_ frees the chains it points to
+}
+
+const char* backend_sampling_name(BackendSampling mode) {
+  switch (mode) {
+    case BackendSampling::kAuto: return "auto";
+    case BackendSampling::kOn: return "on";
+    case BackendSampling::kOff: return "off";
+  }
+  return "auto";
+}
 
 DecodeOutcome Context::decode(const Batch& batch) {
+  if (device_top2_) device_top2_->prepare(batch);
   const int32_t rc = llama_decode(ctx_, batch.raw());
   // A decode of a non-empty batch applies pending stream copies before anything else (even when it then
   // finds no slot).
@@ -160,7 +186,20 @@ Status Context::decode_or_error(const Batch& batch) {
   return Error::internal("llama_decode failed");
 }
 
-const float* Context::logits(int idx) const { return llama_get_logits_ith(ctx_, idx); }
+const float* Context::logits(int idx) const {
+  AOI_CHECK(has_full_logits(),
+            "a row's full logits are read only from a pass whose batch asked for them (Batch::want_full_logits)");
+  return llama_get_logits_ith(ctx_, idx);
+}
+
+bool Context::has_full_logits() const { return !device_top2_ || device_top2_->full_logits(); }
+
+Top2 Context::top2(int idx) const {
+  if (device_top2_) {
+    if (auto top = device_top2_->read(idx)) return *top;
+  }
+  return engine::top2(logits(idx), model_.n_vocab());
+}
 
 bool Context::seq_remove(SeqId seq, Pos p0, Pos p1) { return llama_memory_seq_rm(llama_get_memory(ctx_), seq, p0, p1); }
 void Context::seq_copy(SeqId src, SeqId dst, Pos p0, Pos p1) {

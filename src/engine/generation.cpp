@@ -114,6 +114,9 @@ void Generation::add_rows(Batch& batch, int n_prompt, int n_draft) {
   next_row_ = -1;
   in_pass_.clear();
   if (done_) return;
+  if (sampler_.needs_full_logits() || (params_.keep_first_logits && result_.top.empty())) {
+    batch.want_full_logits(seq());
+  }
   if (!prompt_.finished()) {
     prompt_.add(batch, n_prompt);
     return;

@@ -10,7 +10,8 @@
 #include <mutex>
 
 #include "aoi/common/fnv1a.h"
-#include "aoi/common/log.h"
+#include "backends.h"
+#include "ggml-backend.h"
 #include "llama.h"
 
 namespace aoi::engine {
@@ -20,41 +21,12 @@ static_assert(sizeof(Token) == sizeof(llama_token));
 static_assert(sizeof(Pos) == sizeof(llama_pos));
 static_assert(sizeof(SeqId) == sizeof(llama_seq_id));
 
-// llama.cpp logs in fragments (GGML_LOG_LEVEL_CONT continues the previous line); join them per thread
-// and hand whole lines to spdlog. Its INFO chatter goes to debug: aoi prints its own summary.
-void forward_llama_log(ggml_log_level level, const char* text, void* /*user_data*/) {
-  thread_local std::string line;
-  thread_local ggml_log_level line_level = GGML_LOG_LEVEL_DEBUG;
-  if (level != GGML_LOG_LEVEL_CONT) line_level = level;
-  line += text;
-  if (line.empty() || line.back() != '\n') return;
-  line.pop_back();
-  const spdlog::level::level_enum level_out = line_level == GGML_LOG_LEVEL_ERROR  ? spdlog::level::err
-                                              : line_level == GGML_LOG_LEVEL_WARN ? spdlog::level::warn
-                                                                                  : spdlog::level::debug;
-  // In JSON the logger's name says where the line comes from; in text the prefix does.
-  if (const auto logger = log::llama_logger()) {
-    logger->log(level_out, "{}", line);
-  } else {
-    spdlog::log(level_out, "llama: {}", line);
-  }
-  line.clear();
-}
-
 bool forward_progress(float progress, void* user_data) {
   const auto* on_progress = static_cast<const std::function<bool(float)>*>(user_data);
   return (*on_progress)(progress);
 }
 
 }  // namespace
-
-void init_backend() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llama_log_set(forward_llama_log, nullptr);
-    llama_backend_init();
-  });
-}
 
 // FNV-1a (64 bits) of the file's size and of 64 blocks of 64 KiB spread evenly over it (the first holds the
 // GGUF header and metadata): cheap for any size of model, and random or trained weights differ everywhere.
@@ -123,11 +95,42 @@ std::string builtin_list() {
   return list;
 }
 
+Result<std::vector<Device>> offload_devices(const std::vector<std::string>& names) {
+  if (names.empty()) return default_offload_devices();
+  if (names.size() == 1 && names.front() == "none") return std::vector<Device>{};
+  std::vector<Device> devices;
+  for (const auto& name : names) {
+    auto device = find_device(name);
+    if (!device) return device.error();
+    devices.push_back(std::move(device).value());
+  }
+  return devices;
+}
+
 }  // namespace
 
-bool gpu_offload_supported() {
-  init_backend();
-  return llama_supports_gpu_offload();
+int Model::n_layers_offloaded() const {
+  if (devices_.empty()) return 0;
+  // llama.cpp counts the output layer as one more: n_gpu_layers > n_layer puts all of them on the devices.
+  return n_gpu_layers_ < 0 ? n_layer() : std::min(n_gpu_layers_, n_layer());
+}
+
+std::string Model::device_names() const {
+  if (devices_.empty()) return "CPU";
+  std::string names;
+  for (const auto& device : devices_) names += (names.empty() ? "" : ",") + device.name;
+  return names;
+}
+
+std::string Model::placement() const {
+  const int n = n_layers_offloaded();
+  if (n == 0) return "every layer and the KV cache on the CPU";
+  std::string where;
+  for (const auto& device : devices_) where += (where.empty() ? "" : " + ") + describe(device);
+  const std::string layers =
+      n >= n_layer() ? "every layer" : std::to_string(n) + " of " + std::to_string(n_layer()) + " layers";
+  // llama.cpp keeps each layer's KV cache on the layer's device (offload_kqv, which aoi never turns off).
+  return layers + " on " + where + ", each layer's KV cache with it" + (n < n_layer() ? " (the rest on the CPU)" : "");
 }
 
 Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
@@ -136,8 +139,14 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
   if (!std::filesystem::is_regular_file(params.path, ec)) {
     return Error::invalid("model", "model file not found: " + params.path);
   }
+  auto devices = offload_devices(params.devices);
+  if (!devices) return devices.error();
+  std::vector<ggml_backend_dev_t> device_list;
+  for (const auto& device : *devices) device_list.push_back(ggml_backend_dev_by_name(device.name.c_str()));
+  device_list.push_back(nullptr);
   llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = params.n_gpu_layers;
+  mp.devices = device_list.data();
+  mp.n_gpu_layers = devices->empty() ? 0 : params.n_gpu_layers;
   if (params.on_progress) {
     mp.progress_callback = forward_progress;
     mp.progress_callback_user_data = const_cast<std::function<bool(float)>*>(&params.on_progress);
@@ -147,6 +156,8 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
     return Error::invalid("model", "llama.cpp could not load " + params.path + " (not a GGUF model?)");
   }
   std::unique_ptr<Model> m(new Model(model, params.path));
+  m->devices_ = std::move(devices).value();
+  m->n_gpu_layers_ = mp.n_gpu_layers;
   if (auto refused = m->unsupported_memory()) return Error::invalid("model", params.path + ": " + *refused);
   auto fingerprint = file_fingerprint(params.path);
   if (!fingerprint) return fingerprint.error();

@@ -50,9 +50,7 @@ Sampler::~Sampler() {
 }
 
 Token Sampler::sample(Context& ctx, int idx, Top2* top) {
-  const float* logits = ctx.logits(idx);
-  const int n_vocab = ctx.model().n_vocab();
-  const Top2 best = top2(logits, n_vocab);
+  const Top2 best = ctx.top2(idx);
   if (top != nullptr) *top = best;
   if (chain_ == nullptr) return best.token;
   const llama_token token = llama_sampler_sample(chain_, ctx.raw(), idx);

@@ -176,8 +176,7 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
   sample(out, "aoi_build_info",
          std::string("version=\"") + escape_label(AOI_VERSION_NUMBER) + "\",commit=\"" + escape_label(AOI_GIT_COMMIT) +
              "\",llama_build_number=\"" + escape_label(AOI_LLAMA_BUILD_NUMBER) + "\",llama_commit=\"" +
-             escape_label(AOI_LLAMA_COMMIT) + "\",backend=\"" + (engine::gpu_offload_supported() ? "gpu" : "cpu") +
-             "\"",
+             escape_label(AOI_LLAMA_COMMIT) + "\",devices=\"" + escape_label(st.devices) + "\"",
          1);
   render_process(out);
   {

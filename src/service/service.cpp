@@ -827,6 +827,8 @@ ServiceStats Service::stats() const {
   st.kv_cells_total = static_cast<int>(ctx_->n_ctx());
   st.kv_cells_used = state.cells_used();
   st.kv_cells_per_seq = cells_per_seq_;
+  st.devices = model_->device_names();
+  st.backend_sampling = ctx_->backend_sampling();
   st.loop = loop_->stats();
   st.pool_slots = params_.pool_slots;
   st.pool_busy = state.pool_busy();

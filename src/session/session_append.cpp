@@ -51,8 +51,7 @@ void SessionAppend::take() {
   if (row < 0) return;
   if (kind_ == AppendKind::kInPlace) return finish(row);
   // A rebuild keeps its ready logits until it takes the primary (other work decodes meanwhile).
-  const float* logits = s_.ctx_.logits(row);
-  ready_logits_.assign(logits, logits + s_.ctx_.model().n_vocab());
+  ready_ = s_.ctx_.top2(row);
 }
 
 void SessionAppend::finish_rebuild() {
@@ -61,15 +60,14 @@ void SessionAppend::finish_rebuild() {
   s_.ctx_.seq_copy(spare_.id(), s_.seq(), -1, -1);
   s_.ctx_.seq_remove(spare_.id(), 0, -1);
   spare_.release();
-  s_.ready_logits_ = std::move(ready_logits_);
+  s_.ready_ = ready_;
   finish(-1);
 }
 
 void SessionAppend::finish(int logits_row) {
   Session& s = s_;
   if (logits_row >= 0) {
-    const float* logits = s.ctx_.logits(logits_row);
-    s.ready_logits_.assign(logits, logits + s.ctx_.model().n_vocab());
+    s.ready_ = s.ctx_.top2(logits_row);
   }
   std::uint64_t last_seq = 0;
   for (const auto& r : window_) last_seq = std::max(last_seq, r.seq);

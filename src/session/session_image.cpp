@@ -17,7 +17,8 @@ SessionImage Session::save() {
   img.tokens_evicted = tokens_evicted_;
   img.scaffold_ready = scaffold_ready_;
   img.tail_decoded = tail_decoded_;
-  img.ready_logits = ready_logits_;
+  img.ready = ready_;
+  if (ready_.token != engine::kNoToken) img.ready_n_vocab = ctx_.model().n_vocab();
   if (config_.mode == SessionMode::kStateful) {
     img.kv_positions = primary_cells();
     if (img.kv_positions > 0) img.kv = ctx_.seq_state(seq());
@@ -39,9 +40,8 @@ Status Session::restore(SessionImage image) {
                           " tokens of data; this session's window holds " + std::to_string(max_data_tokens_));
   }
   const bool stateful = config_.mode == SessionMode::kStateful;
-  if (stateful && !image.ready_logits.empty() &&
-      image.ready_logits.size() != static_cast<size_t>(ctx_.model().n_vocab())) {
-    return Error::damaged("the saved ready logits do not match this model's vocabulary");
+  if (stateful && image.ready.token != engine::kNoToken && image.ready_n_vocab != ctx_.model().n_vocab()) {
+    return Error::damaged("the saved ready choice does not come from this model's vocabulary");
   }
   // The bookkeeping first: primary_cells() then says what the cells must be.
   records_.assign(std::make_move_iterator(image.records.begin()), std::make_move_iterator(image.records.end()));
@@ -52,12 +52,12 @@ Status Session::restore(SessionImage image) {
   tokens_evicted_ = image.tokens_evicted;
   scaffold_ready_ = stateful ? image.scaffold_ready : true;
   tail_decoded_ = stateful && image.tail_decoded;
-  ready_logits_ = std::move(image.ready_logits);
+  ready_ = image.ready;
   const auto reset = [this] {
     ctx_.seq_remove(seq(), 0, -1);
     records_.clear();
     n_data_tokens_ = 0;
-    ready_logits_.clear();
+    ready_ = {};
   };
   if (stateful) {
     const int positions = primary_cells();

@@ -45,8 +45,7 @@ void SessionSetup::follow(SeqId leader, int n_tokens) {
 }
 
 void SessionSetup::finish(int logits_row) {
-  const float* logits = s_.ctx_.logits(logits_row);
-  s_.ready_logits_.assign(logits, logits + s_.ctx_.model().n_vocab());
+  s_.ready_ = s_.ctx_.top2(logits_row);
   s_.scaffold_ready_ = true;
   s_.tail_decoded_ = !s_.ready_tail_.empty();
   s_.set_up_ = true;

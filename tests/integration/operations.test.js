@@ -154,7 +154,7 @@ test('/metrics: latency histograms, token counters and gauges by kind after a qu
   assert.ok(ratio > 0 && ratio <= 1, `ratio ${ratio}`);
   assert.ok(Math.abs(ratio - used / capacity) < 1e-9, `ratio ${ratio} is ${used}/${capacity}`);
   // Build and process.
-  assert.match(after.text, /^aoi_build_info\{version="[^"]+",commit="[^"]+",llama_build_number="[^"]+",llama_commit="[^"]+",backend="(cpu|gpu)"\} 1$/m);
+  assert.match(after.text, /^aoi_build_info\{version="[^"]+",commit="[^"]+",llama_build_number="[^"]+",llama_commit="[^"]+",devices="[^"]+"\} 1$/m);
   for (const n of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds']) {
     assert.ok(at(after, n) > 0, `${n} = ${after.samples.get(n)}`);
   }

@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 
+#include "aoi/engine/devices.h"
+
 namespace aoi::test {
 
 namespace {
@@ -15,14 +17,32 @@ std::filesystem::path models_dir() {
 }
 
 std::mutex models_mu;
-std::map<std::string, std::unique_ptr<engine::Model>> models;  // guarded by models_mu
-std::map<std::string, std::string> load_errors;                // guarded by models_mu
+// guarded by models_mu. Never freed: at exit a GPU backend's runtime may be gone before static destructors
+// would free the weights (CUDA then reports an error and aborts the test binary).
+std::map<std::string, std::unique_ptr<engine::Model>>& models =
+    *new std::map<std::string, std::unique_ptr<engine::Model>>;
+std::map<std::string, std::string> load_errors;  // guarded by models_mu
 
 }  // namespace
 
 std::string model_path(const std::string& name) {
   const auto path = models_dir() / (name + ".gguf");
   return std::filesystem::exists(path) ? path.string() : std::string();
+}
+
+engine::ModelParams model_params(const std::string& name) {
+  engine::ModelParams params{.path = model_path(name)};
+  const char* rpc = std::getenv("AOI_TEST_RPC");
+  const char* device = std::getenv("AOI_TEST_DEVICE");
+  const bool offload = (rpc != nullptr && *rpc != '\0') || (device != nullptr && *device != '\0');
+  if (!offload) return params;
+  if (rpc != nullptr && *rpc != '\0') {
+    static const Status added = engine::add_rpc_servers({rpc});
+    if (!added) ADD_FAILURE() << "AOI_TEST_RPC=" << rpc << ": " << added.error().message;
+  }
+  if (device != nullptr && *device != '\0') params.devices = {device};
+  params.n_gpu_layers = -1;
+  return params;
 }
 
 engine::Model* shared_model(const std::string& name) {
@@ -32,7 +52,7 @@ engine::Model* shared_model(const std::string& name) {
   if (load_errors.count(name) != 0) return nullptr;
   const std::string path = model_path(name);
   if (path.empty()) return nullptr;
-  engine::ModelParams params{.path = path};
+  engine::ModelParams params = model_params(name);
   // Without the ChatML fallback: a model without a template (stories260K, a base model) keeps the plain
   // layout that its tests are written for.
   params.chat_template_fallback.clear();

@@ -14,6 +14,11 @@ namespace aoi::test {
 // Path of a test model ("test-micro", "stories260K"); empty when it does not exist.
 std::string model_path(const std::string& name);
 
+// How a test loads the model: its path, and where the environment names an offload device (the non-host
+// stage of scripts/test.sh: AOI_TEST_RPC=HOST:PORT adds an rpc-server's device; AOI_TEST_DEVICE=NAME[,NAME]
+// chooses devices, a GPU's on a machine with one), every layer and the KV cache on it.
+engine::ModelParams model_params(const std::string& name);
+
 // The model, loaded once per test binary, without a fallback chat template. Null when it is missing or does
 // not load: the caller fails (AOI_REQUIRE_MODEL), saying why (model_problem).
 engine::Model* shared_model(const std::string& name);

@@ -86,7 +86,7 @@ std::string settings_text(const ReplayOptions& o, const std::string& model_descr
   const engine::ContextParams& c = p.context;
   const std::string model_name = std::filesystem::path(o.model).filename().string();
   const std::string where =
-      p.model.n_gpu_layers == 0 ? "CPU only" : std::to_string(p.model.n_gpu_layers) + " layers on the GPU";
+      p.model.n_gpu_layers == 0 ? "CPU only" : "--n-gpu-layers " + std::to_string(p.model.n_gpu_layers);
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 "model %s (%s), threads %d for decode and %d for prefill, batch %u, ubatch %u, KV cache K %s V %s "

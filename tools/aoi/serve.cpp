@@ -18,6 +18,7 @@
 
 #include "aoi/common/log.h"
 #include "aoi/engine/context.h"
+#include "aoi/engine/devices.h"
 #include "aoi/engine/model.h"
 #include "aoi/server/server.h"
 #include "aoi/service/service.h"
@@ -184,12 +185,17 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   service::ServiceParams sp;
   sp.model.path = o.model;
   sp.model.n_gpu_layers = o.n_gpu_layers;
-  if (!engine::gpu_offload_supported() && o.n_gpu_layers_given && o.n_gpu_layers != 0) {
-    spdlog::warn(
-        "-ngl {} does nothing here: this build has no GPU backend (build with -DAOI_CUDA=ON), every "
-        "layer runs on the CPU",
-        o.n_gpu_layers);
+  sp.model.devices = o.devices;
+  if (!o.rpc_servers.empty()) {
+    if (Status st = engine::add_rpc_servers(o.rpc_servers); !st) {
+      spdlog::error("--rpc: {}", st.error().message);
+      server.stop();
+      return 1;
+    }
   }
+  std::string found;
+  for (const auto& device : engine::list_devices()) found += (found.empty() ? "" : ", ") + engine::describe(device);
+  log::status(stderr, "aoi: devices: %s\n", found.c_str());
   // Checked when the options were parsed.
   if (!o.chat_template.empty()) sp.model.chat_template = engine::chat_template_from_arg(o.chat_template).value();
   int last_percent = -1;
@@ -212,6 +218,9 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   sp.context.flash_attn = o.flash_attn == "on"     ? engine::FlashAttn::kOn
                           : o.flash_attn == "auto" ? engine::FlashAttn::kAuto
                                                    : engine::FlashAttn::kOff;
+  sp.context.backend_sampling = o.backend_sampling == "on"    ? engine::BackendSampling::kOn
+                                : o.backend_sampling == "off" ? engine::BackendSampling::kOff
+                                                              : engine::BackendSampling::kAuto;
   sp.max_sessions = o.max_sessions;
   sp.pool_slots = o.pool_slots;
   sp.prefix_cache_cells = o.prefix_cache_cells;
@@ -243,9 +252,14 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   auto sinks = std::make_unique<sources::SinkManager>(**service);  // and flash queries publish to their sinks
   server.set_service(service->get(), sources.get(), sinks.get());
   const service::ServiceStats stats = (*service)->stats();
-  const std::string placement = !engine::gpu_offload_supported() ? "on the CPU (no GPU backend built)"
-                                : o.n_gpu_layers < 0             ? "every layer on the GPU"
-                                                     : std::to_string(o.n_gpu_layers) + " layers on the GPU";
+  if (model.devices().empty() && o.n_gpu_layers_given && o.n_gpu_layers != 0) {
+    spdlog::warn(
+        "-ngl {} does nothing here: no device to take layers (no GPU backend built or no GPU found, no --rpc), "
+        "every layer runs on the CPU",
+        o.n_gpu_layers);
+  }
+  const std::string placement =
+      model.placement() + (stats.backend_sampling ? "; greedy rows chosen on the device" : "");
   log::status(stdout, "aoi: model %s (%s, %.0f MB), %d threads (%d for batches), flash attention %s, %s\n",
               so.model_name.c_str(), model.description().c_str(), static_cast<double>(model.size_bytes()) / 1e6,
               threads, sp.context.n_threads_batch, o.flash_attn.c_str(), placement.c_str());

@@ -38,7 +38,8 @@ constexpr std::string_view kNoHub =
 constexpr std::string_view kSampling =
     "aoi takes sampling settings from each request (temperature, top_k, top_p, seed, max_tokens), not server-wide";
 constexpr std::string_view kPlacement =
-    "aoi places weights and KV cache with llama.cpp's defaults (-ngl layers, split by layer over the GPUs)";
+    "aoi places weights and KV cache with llama.cpp's defaults (-ngl layers, split by layer over the --device "
+    "devices)";
 
 using Names = std::vector<std::string_view>;
 ForeignFlag alias(Names names, std::string_view target) {
@@ -57,6 +58,8 @@ ForeignFlag refused(Names names, bool takes_value, std::string_view why) {
 const std::vector<ForeignFlag>& foreign_flags() {
   static const std::vector<ForeignFlag> flags = {
       alias({"-ngl", "--gpu-layers"}, "--n-gpu-layers"),
+      alias({"-dev"}, "--device"),
+      alias({"-bs"}, "--backend-sampling"),
       alias({"-fa"}, "--flash-attn"),
       alias({"-np"}, "--parallel"),
       alias({"-ctk"}, "--cache-type-k"),
@@ -94,8 +97,8 @@ const std::vector<ForeignFlag>& foreign_flags() {
       ignored({"--mlock", "--no-mmap", "--mmap"}, false, "aoi loads weights as llama.cpp does by default (mmap)"),
       ignored({"--warmup", "--no-warmup"}, false, "aoi runs no warm-up pass"),
       ignored({"-kvo", "--kv-offload", "-nkvo", "--no-kv-offload"}, false, kPlacement),
-      ignored({"-dev", "--device", "-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", "-ot",
-               "--override-tensor", "-ncmoe", "--n-cpu-moe", "-fit", "--fit"},
+      ignored({"-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", "-ot", "--override-tensor",
+               "-ncmoe", "--n-cpu-moe", "-fit", "--fit"},
               true, kPlacement),
       ignored({"-cmoe", "--cpu-moe"}, false, kPlacement),
       ignored({"--numa"}, true, "aoi does no NUMA placement"),
@@ -153,6 +156,9 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& llama_env_na
       {"cache-type-v", {"LLAMA_ARG_CACHE_TYPE_V"}},
       {"flash-attn", {"LLAMA_ARG_FLASH_ATTN"}},
       {"n-gpu-layers", {"LLAMA_ARG_N_GPU_LAYERS"}},
+      {"device", {"LLAMA_ARG_DEVICE"}},
+      {"rpc", {"LLAMA_ARG_RPC"}},
+      {"backend-sampling", {"LLAMA_ARG_BACKEND_SAMPLING"}},
       {"api-key", {"LLAMA_API_KEY"}},
       {"api-key-file", {"LLAMA_ARG_API_KEY_FILE"}},
       {"chat-template", {"LLAMA_ARG_CHAT_TEMPLATE", "LLAMA_ARG_CHAT_TEMPLATE_FILE"}},
@@ -297,9 +303,9 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
       ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();
   app.add_option("--n-gpu-layers", raw.n_gpu_layers,
-                 "-ngl, --gpu-layers: layers on the GPU: N, all or auto (auto: all; aoi does not fit layers to "
-                 "free memory). Default: all. A build without a GPU backend (AOI_CUDA) runs every layer on the "
-                 "CPU whatever this says")
+                 "-ngl, --gpu-layers: layers on the devices (--device): N, all or auto (auto: all; aoi does not "
+                 "fit layers to free memory). Default: all. Without a device (no GPU backend built or no GPU "
+                 "found, no --rpc) every layer runs on the CPU whatever this says")
       ->check(CLI::Validator(
           [](std::string& v) {
             if (v == "all" || v == "auto") return std::string();
@@ -312,6 +318,24 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
             return "expected a number of layers, all or auto, not " + v;
           },
           "N|all|auto"));
+  app.add_option("--device", o.devices,
+                 "-dev: the devices that take the layers, comma-separated, split by layer (CUDA0, Vulkan0, RPC0: the "
+                 "startup line lists them), or none for the CPU alone (default: every GPU and --rpc device)")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false)
+      ->type_name("LIST|none");
+  app.add_flag("--backend-sampling{on},--no-backend-sampling{off}", o.backend_sampling,
+               "-bs: find a greedy row's top two on the device holding the output layer, so that two logits "
+               "cross instead of the vocabulary's (default: on where the output layer is on an rpc-server; off "
+               "on a local GPU, where llama.cpp's top-k costs more than the copy, and on the CPU)");
+  app.add_option("--rpc", o.rpc_servers,
+                 "rpc-servers (llama.cpp's RPC backend) whose devices take layers, as HOST:PORT, comma-separated: "
+                 "weights and KV cache are held in those processes")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false)
+      ->type_name("HOST:PORT,...");
   app.add_option("--api-key", o.api_keys,
                  "admin keys, comma-separated (repeatable): every session; /health and / stay open")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)

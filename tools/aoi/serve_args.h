@@ -26,7 +26,10 @@ struct ServeOptions {
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
   std::string flash_attn = "off";
-  int n_gpu_layers = -1;                     // -1: every layer (where a GPU backend is built)
+  int n_gpu_layers = -1;                     // -1: every layer (where there is a device to take them)
+  std::vector<std::string> devices;          // names (engine/devices.h); empty: the default ones; {"none"}
+  std::vector<std::string> rpc_servers;      // HOST:PORT of rpc-servers whose devices are added
+  std::string backend_sampling = "auto";     // on, off, auto (engine::BackendSampling)
   bool n_gpu_layers_given = false;           // on the command line or in the environment
   std::vector<std::string> api_keys;         // admin keys: --api-key (comma-separated) and --api-key-file
   std::string api_keys_file;                 // tenants (server/tenants.h); SIGHUP reloads it

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "aoi/engine/types.h"
 
@@ -26,6 +27,10 @@ class Batch {
   void add(Token token, Pos pos, std::span<const SeqId> seqs, bool want_logits);
   // Appends tokens at consecutive positions from `pos`; only the last keeps logits when last_logits.
   void add_run(std::span<const Token> tokens, Pos pos, SeqId seq, bool last_logits);
+  // The output rows of `seq` in this pass need their full logits, not only their top two (a sampler that
+  // reads them all): where the device computes the top two (engine/device_top2.h), they are copied back.
+  void want_full_logits(SeqId seq);
+  std::span<const SeqId> full_logits_seqs() const { return full_logits_seqs_; }
 
   int size() const;
   // What row i holds (its first sequence id).
@@ -48,6 +53,7 @@ class Batch {
   int capacity_ = 0;
   int max_seqs_ = 1;
   int n_outputs_ = 0;
+  std::vector<SeqId> full_logits_seqs_;
 };
 
 }  // namespace aoi::engine

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aoi/common/error.h"
+#include "aoi/engine/top2.h"
 #include "aoi/engine/types.h"
 
 struct llama_context;
@@ -15,7 +16,11 @@ struct llama_context;
 namespace aoi::engine {
 
 class Batch;
+class DeviceTop2;
 class Model;
+
+enum class BackendSampling { kAuto, kOn, kOff };
+const char* backend_sampling_name(BackendSampling mode);  // "auto", "on", "off"
 
 struct ContextParams {
   std::uint32_t n_ctx = 8192;    // KV cells shared by all sequences (unified cache)
@@ -29,6 +34,9 @@ struct ContextParams {
   FlashAttn flash_attn = FlashAttn::kOff;
   // One cell pool for all sequences, so that copying a sequence (llama_memory_seq_cp) is metadata only.
   bool kv_unified = true;
+  // Where a greedy row's top two are found (engine/device_top2.h): kAuto on the device when the output layer
+  // is on an rpc-server's (the logits would cross a socket), on the host otherwise.
+  BackendSampling backend_sampling = BackendSampling::kAuto;
 };
 
 // What llama_decode's return code means for the caller.
@@ -52,8 +60,16 @@ class Context {
   Status decode_or_error(const Batch& batch);
 
   // Logits of the token at index `idx` of the last decoded batch (it must have asked for logits); -1: the
-  // last token that did. [n_vocab]
+  // last token that did. [n_vocab] Where the device finds the top two, only rows of sequences that asked for
+  // full logits (Batch::want_full_logits) have them.
   const float* logits(int idx) const;
+  // The argmax and runner-up of that row (engine/top2.h), from the device where it computed them.
+  Top2 top2(int idx) const;
+  // Whether greedy rows are chosen on the device (ContextParams::backend_sampling, and the backend can).
+  bool backend_sampling() const { return device_top2_ != nullptr; }
+  // Whether the last pass copied every output row's full logits: always on the host path; with backend
+  // sampling, when some sequence in the pass asked for them.
+  bool has_full_logits() const;
 
   // Sequence operations (positions are half-open [p0, p1); p1 < 0 means "to the end").
   bool seq_remove(SeqId seq, Pos p0, Pos p1);
@@ -95,7 +111,8 @@ class Context {
   Model& model_;
   llama_context* ctx_;  // owned
   ContextParams params_;
-  bool copies_pending_ = false;  // a seq_copy between streams not yet applied by a decode
+  bool copies_pending_ = false;              // a seq_copy between streams not yet applied by a decode
+  std::unique_ptr<DeviceTop2> device_top2_;  // null: the host finds every row's top two
 };
 
 const char* decode_outcome_name(DecodeOutcome outcome);

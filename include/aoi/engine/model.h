@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "aoi/common/error.h"
+#include "aoi/engine/devices.h"
 #include "aoi/engine/types.h"
 
 struct llama_model;
@@ -49,13 +50,12 @@ Result<std::string> apply_chat_template(const std::string& tmpl, std::span<const
 // message listing the built-in names when it is neither, or when llama.cpp cannot apply the file's template.
 Result<ChatTemplate> chat_template_from_arg(const std::string& name_or_file);
 
-// Whether this build of llama.cpp can put layers on a GPU (a GPU backend was built, e.g. AOI_CUDA): without one,
-// every layer runs on the CPU whatever ModelParams::n_gpu_layers says.
-bool gpu_offload_supported();
-
 struct ModelParams {
   std::string path;
-  int n_gpu_layers = 0;  // -1: all
+  int n_gpu_layers = 0;  // layers on the devices, counted from the last; -1: all
+  // Names of the devices that take those layers (engine/devices.h), split by layer; empty: the default ones
+  // (default_offload_devices()); {"none"}: none, every layer on the CPU.
+  std::vector<std::string> devices;
   // Called with 0..1 while the weights load; return false to abort loading.
   std::function<bool(float)> on_progress;
   // The template chat messages are rendered with; none: the model's own. Loading fails when llama.cpp cannot
@@ -97,6 +97,13 @@ class Model {
   // Model::load refuses such a model with this reason.
   std::optional<std::string> unsupported_memory() const;
   const std::string& path() const { return path_; }
+  // The devices holding layers (none: all on the CPU), and how many layers they hold together.
+  const std::vector<Device>& devices() const { return devices_; }
+  int n_layers_offloaded() const;
+  // "CPU", or the devices' names: "CUDA0", "RPC0,RPC1".
+  std::string device_names() const;
+  // For the startup line: which layers are where, and the KV cache with them.
+  std::string placement() const;
   // A short name for APIs: the file name without directory and extension.
   std::string name() const;
   // Tells this model's weights from another's, whatever the file is called: a hash of the file's size and of
@@ -125,6 +132,8 @@ class Model {
   std::string path_;
   std::string fingerprint_;
   std::optional<ChatTemplate> chat_template_in_use_;
+  std::vector<Device> devices_;
+  int n_gpu_layers_ = 0;
 };
 
 // Initialises llama.cpp's backends once per process and routes its log lines to aoi's logger

@@ -55,6 +55,8 @@ class Sampler {
   // Chooses from the logits of output row `idx` of ctx's last decode; top2 (of the raw logits, before biases,
   // penalties and grammar) is always reported.
   Token sample(Context& ctx, int idx, Top2* top = nullptr);
+  // Whether sample() reads the row's full logits (anything but plain greedy): its rows must ask for them.
+  bool needs_full_logits() const { return chain_ != nullptr; }
 
  private:
   llama_sampler* chain_ = nullptr;  // owned; null when greedy on the raw logits

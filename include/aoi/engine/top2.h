@@ -13,6 +13,7 @@ struct Top2 {
   Token second = kNoToken;  // runner-up
   float second_logit = 0.0f;
   float gap() const { return logit - second_logit; }
+  bool operator==(const Top2&) const = default;
 };
 
 // Argmax and runner-up of logits[0..n): the lowest id holding the largest value, then the lowest other id

@@ -19,7 +19,9 @@ struct ServiceStats {
   int sessions_damaged = 0;
   int kv_cells_total = 0;
   int kv_cells_used = 0;
-  int kv_cells_per_seq = 0;  // a session's or a completion's cells at most
+  int kv_cells_per_seq = 0;       // a session's or a completion's cells at most
+  std::string devices;            // where the layers run: "CPU", or the devices' names ("CUDA0", "RPC0,RPC1")
+  bool backend_sampling = false;  // greedy rows' top two found on the device (engine/device_top2.h)
   int pool_busy = 0;
   int pool_slots = 0;
   cache::PrefixCacheStats prefix_cache;

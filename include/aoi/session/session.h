@@ -106,11 +106,12 @@ struct SessionImage {
   std::uint64_t last_record_seq = 0;
   std::uint64_t records_evicted = 0;
   std::uint64_t tokens_evicted = 0;
-  bool scaffold_ready = false;      // the primary holds the scaffold after the data
-  bool tail_decoded = false;        // and the ready tail after it
-  std::vector<float> ready_logits;  // [n_vocab] or empty (naive)
-  int kv_positions = 0;             // the primary holds positions [0, kv_positions)
-  std::vector<std::uint8_t> kv;     // those cells (llama.cpp's sequence state); empty in naive mode
+  bool scaffold_ready = false;   // the primary holds the scaffold after the data
+  bool tail_decoded = false;     // and the ready tail after it
+  engine::Top2 ready;            // the choice after the ready tail; token kNoToken: none (naive)
+  int ready_n_vocab = 0;         // the vocabulary it was chosen from
+  int kv_positions = 0;          // the primary holds positions [0, kv_positions)
+  std::vector<std::uint8_t> kv;  // those cells (llama.cpp's sequence state); empty in naive mode
 };
 
 // How an append of a batch will run (see session_append.h).
@@ -194,9 +195,9 @@ class Session {
   bool primary_busy() const { return primary_busy_; }
   bool append_running() const { return append_running_; }
 
-  // Ready logits: the model's output at the end of the scaffold (and of the ready question, when the session
-  // has one), refreshed after every append, valid for data_version(). [n_vocab] Empty in naive mode.
-  const std::vector<float>& ready_logits() const { return ready_logits_; }
+  // The model's choice at the end of the scaffold (and of the ready question, when the session has one): its
+  // top two tokens, refreshed after every append, valid for data_version(). Token kNoToken in naive mode.
+  const engine::Top2& ready() const { return ready_; }
   // The ready question and its closing, decoded after the scaffold (empty without a ready question).
   std::span<const Token> ready_tail() const { return ready_tail_; }
 
@@ -255,7 +256,7 @@ class Session {
   bool scaffold_ready_ = false;
   bool append_running_ = false;
   bool primary_busy_ = false;
-  std::vector<float> ready_logits_;
+  engine::Top2 ready_;
 };
 
 }  // namespace aoi::session

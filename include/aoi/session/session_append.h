@@ -55,7 +55,7 @@ class SessionAppend {
   size_t evict_old_ = 0;                // oldest records evicted (bookkeeping: when done; in place: at once)
   int n_records_ = 0;
   AppendStats stats_;
-  std::vector<float> ready_logits_;  // a rebuild's, kept until it takes the primary
+  engine::Top2 ready_;  // a rebuild's, kept until it takes the primary
   bool done_ = false;
   std::chrono::steady_clock::time_point t_start_;
 };

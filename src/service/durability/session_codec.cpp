@@ -253,11 +253,10 @@ store::SnapshotData encode_session_snapshot(const SnapshotMeta& m, session::Sess
               {"record_sizes", record_sizes}}}};
   d.blobs["region0"] = token_bytes(image.region0);
   d.blobs["record_tokens"] = token_bytes(record_tokens);
-  // The ready logits count only through their top two (the speculative path's verdict): those are kept,
-  // not 128K floats.
-  if (!image.ready_logits.empty()) {
-    const engine::Top2 top = engine::top2(image.ready_logits.data(), static_cast<int>(image.ready_logits.size()));
-    d.meta["session"]["ready_top2"] = {{"n_vocab", image.ready_logits.size()},
+  // The ready choice: its top two (the speculative path's verdict) and the vocabulary they come from.
+  if (image.ready.token != engine::kNoToken) {
+    const engine::Top2& top = image.ready;
+    d.meta["session"]["ready_top2"] = {{"n_vocab", image.ready_n_vocab},
                                        {"first", {top.token, top.logit}},
                                        {"second", {top.second, top.second_logit}}};
   }
@@ -353,15 +352,16 @@ Result<std::pair<SnapshotMeta, session::SessionImage>> decode_session_snapshot(s
     }
     if (at != tokens->size()) return Error::damaged("the snapshot has record tokens no record owns");
     if (s.contains("ready_top2")) {
-      // Everything but the top two at -infinity: the verdict (token, gap) is the saved one.
       const json& t = s["ready_top2"];
-      img.ready_logits.assign(t.at("n_vocab").get<size_t>(), -std::numeric_limits<float>::infinity());
-      for (const char* which : {"second", "first"}) {
-        const auto token = t.at(which).at(0).get<engine::Token>();
-        if (token < 0 || static_cast<size_t>(token) >= img.ready_logits.size()) {
-          return Error::damaged("the snapshot's ready logits name a token outside the vocabulary");
+      img.ready_n_vocab = t.at("n_vocab").get<int>();
+      img.ready = {.token = t.at("first").at(0).get<engine::Token>(),
+                   .logit = t.at("first").at(1).get<float>(),
+                   .second = t.at("second").at(0).get<engine::Token>(),
+                   .second_logit = t.at("second").at(1).get<float>()};
+      for (const engine::Token token : {img.ready.token, img.ready.second}) {
+        if (token < 0 || token >= img.ready_n_vocab) {
+          return Error::damaged("the snapshot's ready choice names a token outside the vocabulary");
         }
-        img.ready_logits[static_cast<size_t>(token)] = t.at(which).at(1).get<float>();
       }
     }
     img.kv = std::move(d.blobs["kv"]);

@@ -83,8 +83,8 @@ void InferenceState::publish_view(SessionRuntime& rt) {
 void InferenceState::publish_ready(SessionRuntime& rt) {
   const session::Session& s = *rt.session;
   SessionHandle& h = *rt.handle;
-  if (h.ready_vocab.empty() || s.ready_logits().empty()) return;
-  const engine::Top2 top = engine::top2(s.ready_logits().data(), static_cast<int>(s.ready_logits().size()));
+  const engine::Top2& top = s.ready();
+  if (h.ready_vocab.empty() || top.token == engine::kNoToken) return;
   h.set_ready({.valid = true,
                .version = s.data_version(),
                .token = top.token,

@@ -104,11 +104,11 @@ TEST_F(ServeArgsTest, ValuesAreNotTakenForFlags) {
   EXPECT_EQ(c.options.port, 9001);
   EXPECT_EQ(c.options.flash_attn, "auto");
   // An ignored flag's value is its own, not the next option's.
-  c = ok({"-m", model_, "--temp", "0.7", "--no-mmap", "-dev", "none", "--port", "9002"});
+  c = ok({"-m", model_, "--temp", "0.7", "--no-mmap", "-mg", "1", "--port", "9002"});
   EXPECT_EQ(c.options.port, 9002);
   EXPECT_TRUE(warned(c, "--temp does nothing in aoi"));
   EXPECT_TRUE(warned(c, "--no-mmap does nothing in aoi"));
-  EXPECT_TRUE(warned(c, "-dev does nothing in aoi"));
+  EXPECT_TRUE(warned(c, "-mg does nothing in aoi"));
   refused({"-m", model_, "--temp"}, "--temp needs a value");
 }
 
@@ -120,6 +120,21 @@ TEST_F(ServeArgsTest, GpuLayers) {
   EXPECT_EQ(ok({"-m", model_, "--n-gpu-layers", "auto"}).options.n_gpu_layers, -1);
   EXPECT_EQ(ok({"-m", model_, "-ngl", "0"}).options.n_gpu_layers, 0);
   refused({"-m", model_, "-ngl", "many"}, "expected a number of layers, all or auto");
+}
+
+TEST_F(ServeArgsTest, DevicesRpcServersAndBackendSampling) {
+  ServeCommand c = ok({"-m", model_});
+  EXPECT_TRUE(c.options.devices.empty());  // the default ones
+  EXPECT_TRUE(c.options.rpc_servers.empty());
+  EXPECT_EQ(c.options.backend_sampling, "auto");
+  c = ok({"-m", model_, "-dev", "CUDA0,CUDA1", "--rpc", "10.0.0.2:50052,10.0.0.3:50052", "-bs"});
+  EXPECT_EQ(c.options.devices, (std::vector<std::string>{"CUDA0", "CUDA1"}));
+  EXPECT_EQ(c.options.rpc_servers, (std::vector<std::string>{"10.0.0.2:50052", "10.0.0.3:50052"}));
+  EXPECT_EQ(c.options.backend_sampling, "on");
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_EQ(ok({"-m", model_, "--device", "none", "--no-backend-sampling"}).options.devices,
+            (std::vector<std::string>{"none"}));
+  EXPECT_EQ(ok({"-m", model_, "--no-backend-sampling"}).options.backend_sampling, "off");
 }
 
 TEST_F(ServeArgsTest, HubAndFeatureFlagsAreRefused) {
@@ -325,8 +340,6 @@ TEST_F(ServeArgsTest, EveryLlamaServerFlagTheReadmeNames) {
                                                          {"--no-warmup"},
                                                          {"-nkvo"},
                                                          {"--no-kv-offload"},
-                                                         {"-dev", "CUDA0"},
-                                                         {"--device", "CUDA0"},
                                                          {"-sm", "row"},
                                                          {"-ts", "1,1"},
                                                          {"-mg", "0"},

@@ -66,7 +66,7 @@ Quote quote_passage(Model& model) {
   auto pos = static_cast<Pos>(prompt.size());
   std::vector<Token> generated;
   for (int i = 0; i < quote.n_expected; ++i) {
-    const Token token = top2(ctx->logits(-1), model.n_vocab()).token;
+    const Token token = ctx->top2(-1).token;
     generated.push_back(token);
     if (token == passage[kCue + i]) ++quote.n_right;
     batch.clear();

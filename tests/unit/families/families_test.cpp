@@ -47,7 +47,7 @@ TEST_P(Families, StatefulSessionsAnswerAsARecompute) {
 TEST_P(Families, FlashAnswersFromSharedPassesEqualAPlainSession) {
   AOI_REQUIRE_MODEL_FILE(model_name());
   service::ServiceParams p;
-  p.model.path = test::model_path(model_name());
+  p.model = test::model_params(model_name());
   p.context = {.n_ctx = 0, .n_batch = 128, .n_ubatch = 128};  // 4096 cells per sequence, or the window
   p.max_sessions = 2;
   p.flash_first_logits = true;
@@ -109,7 +109,7 @@ TEST_P(Families, BatchingRestoringPrefixHitsAndDraftsChangeNoAnswer) {
   test::TempDir dir("aoi-families");
   auto start = [&](bool caches_and_drafts) {
     service::ServiceParams p;
-    p.model.path = test::model_path(model_name());
+    p.model = test::model_params(model_name());
     p.context = {.n_ctx = 0, .n_batch = 128, .n_ubatch = 128};  // 4096 cells per sequence, or the window
     p.max_sessions = 3;
     p.pool_slots = 3;

@@ -43,7 +43,7 @@ struct Options {
 
 std::unique_ptr<Service> start(const fs::path& dir, Options o = {}) {
   ServiceParams p;
-  p.model.path = test::model_path(o.model);
+  p.model = test::model_params(o.model);
   // Sessions, two completion slots, a spare: 4096 cells each.
   p.context = {.n_ctx = static_cast<std::uint32_t>((o.max_sessions + 3) * 4096), .n_batch = 256, .n_ubatch = 256};
   p.max_sessions = o.max_sessions;

@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 
 std::unique_ptr<Service> start() {
   ServiceParams p;
-  p.model.path = test::model_path("test-micro");
+  p.model = test::model_params("test-micro");
   p.context = {.n_ctx = 16384, .n_batch = 256, .n_ubatch = 256};
   p.max_sessions = 3;
   p.flash_first_logits = true;  // flash answers are held to the strict rule on their first step too

@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 std::unique_ptr<Service> start(int n_ctx = 20480, int n_batch = 256, int max_sessions = 6,
                                const std::function<void(ServiceParams&)>& tweak = {}) {
   ServiceParams p;
-  p.model.path = test::model_path("test-micro");
+  p.model = test::model_params("test-micro");
   p.context = {.n_ctx = static_cast<std::uint32_t>(n_ctx),
                .n_batch = static_cast<std::uint32_t>(n_batch),
                .n_ubatch = static_cast<std::uint32_t>(n_batch)};

@@ -23,7 +23,7 @@ std::unique_ptr<Service> start_service(size_t ring_capacity = 4096, int batch_to
   const std::string path = test::model_path("test-micro");
   if (path.empty()) return nullptr;
   ServiceParams p;
-  p.model.path = path;
+  p.model = test::model_params("test-micro");
   // Three sessions, two completion slots, a spare: six sequences of 4608 cells.
   p.context = {.n_ctx = 6 * 4608,
                .n_batch = static_cast<std::uint32_t>(n_batch),

@@ -27,7 +27,7 @@ struct Options {
 
 inline std::unique_ptr<Service> start(const Options& o) {
   ServiceParams p;
-  p.model.path = test::model_path(o.model);
+  p.model = test::model_params(o.model);
   p.context = {.n_ctx = static_cast<std::uint32_t>(2048 * (1 + o.pool_slots + 1)), .n_batch = 256, .n_ubatch = 256};
   test::use_test_threads(p.context);
   p.max_sessions = 1;

@@ -115,7 +115,7 @@ TEST_F(SessionInvariants, QueryLeavesTheSessionUnchanged) {
   ASSERT_TRUE(append(*s, lines).ok());
   ASSERT_TRUE(append(*n, lines).ok());
 
-  const auto ready_before = s->ready_logits();
+  const auto ready_before = s->ready();
   const engine::Pos max_before = ctx_->seq_pos_max(s->seq());
   const int cells_before = sessions_->cells().used();
   QueryParams q;
@@ -125,7 +125,7 @@ TEST_F(SessionInvariants, QueryLeavesTheSessionUnchanged) {
   auto first = ask(*s, q);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(ctx_->seq_pos_max(s->seq()), max_before);
-  EXPECT_EQ(s->ready_logits(), ready_before);
+  EXPECT_EQ(s->ready(), ready_before);
   EXPECT_EQ(sessions_->cells().used(), cells_before);  // the fork's cells went with it
   EXPECT_FALSE(first->tokens.empty());
 
