@@ -116,6 +116,40 @@ upper bound that says little about a real cluster; MQTT's path has one more hop 
 than a push, and where the rest of its gap goes was not traced.
 
 """),
+    "sampling-cpu": ("## Soak", """## Greedy choice on the device
+
+```sh
+build/bench/aoi-bench-sampling -m build/models/test-micro.gguf --rows 1,8 --steps 32 --reps 5 > bench-out/sampling-cpu.md
+bench/update_docs.py sampling-cpu bench-out/sampling-cpu.md
+build/bin/ggml-rpc-server -H 127.0.0.1 -p 50052 -t 2 &     # the model in an rpc-server on loopback
+build/bench/aoi-bench-sampling -m build/models/test-micro.gguf --rpc 127.0.0.1:50052 --rows 1,8 --steps 32 \\
+  --reps 5 > bench-out/sampling-rpc.md
+bench/update_docs.py sampling-rpc bench-out/sampling-rpc.md
+```
+
+A greedy token is the argmax of its row of logits, and its confidence the gap to the runner-up (the paper's
+§3.8). On the host that reads the whole row: llama.cpp copies it from the device (128,256 floats, 513 KB, for
+Llama 3's vocabulary) and `engine::top2` scans it with the widest vector instructions the CPU has
+(`aoi-bench-top2`: 30 µs a row with AVX-512 here, 107 µs with the scalar loop). With `--backend-sampling`
+the device holding the output layer finds the top two instead (llama.cpp's backend sampling: a top-k of two in
+the pass) and two logits and two ids come back. `aoi-bench-sampling` times a whole decode step (one token per
+sequence, then the choice) both ways, one mode at a time on a fresh context, warmed up, median of five runs;
+the difference is what the copy and the scan cost against the device's top-k. The test model is tiny, so the
+step is mostly the output layer and the choice: the absolute difference per row is the part that carries over
+to larger models with the same vocabulary.
+
+On the CPU backend there is no copy to save and ggml's top-k costs more than the AVX-512 scan; in an rpc-server
+on loopback the row crosses a socket, but quickly, and the rpc-server's CPU computes the same slow top-k. On a
+network the copy costs what the link makes it (513 KB a row: about 4 ms at 1 Gb/s), which is why aoi turns
+backend sampling on by default for an rpc-server's output layer; that case was not measured here (one machine).
+An H200 (below, "GPU") showed the same as the CPU: the top-k costs more than the copy and the scan, so a local
+GPU keeps the host path by default.
+
+"""),
+    "sampling-rpc": ("## Soak", """\
+The same model with every layer and the KV cache in an rpc-server on loopback (`-t 2`):
+
+"""),
 }
 
 
