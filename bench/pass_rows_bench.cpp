@@ -16,6 +16,7 @@
 #include "aoi/engine/batch.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
+#include "median.h"
 #include "provenance.h"
 
 namespace {
@@ -23,10 +24,7 @@ namespace {
 namespace engine = aoi::engine;
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using aoi::bench::median;
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include "aoi/engine/devices.h"
 #include "aoi/engine/model.h"
 #include "aoi/engine/top2.h"
+#include "median.h"
 #include "provenance.h"
 
 namespace {
@@ -26,10 +27,7 @@ namespace {
 namespace engine = aoi::engine;
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using aoi::bench::median;
 
 struct Timing {
   double step_ms = 0;  // median of reps

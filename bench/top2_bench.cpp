@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "aoi/engine/top2.h"
+#include "median.h"
 #include "provenance.h"
 
 namespace {
@@ -20,10 +21,7 @@ namespace {
 namespace engine = aoi::engine;
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using aoi::bench::median;
 
 }  // namespace
 
