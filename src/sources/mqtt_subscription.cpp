@@ -90,7 +90,10 @@ Status MqttSubscription::serve_until(Done done, std::chrono::milliseconds timeou
   return {};
 }
 
-void MqttSubscription::on_connect(int rc, int /*flags*/) { connack_ = rc; }
+void MqttSubscription::on_connect(int rc, int flags) {
+  connack_ = rc;
+  session_present_ = (flags & 1) != 0;  // CONNACK's session-present bit
+}
 
 void MqttSubscription::on_subscribe(const int* granted, int count) { granted_ = count > 0 ? granted[0] : 0x80; }
 
@@ -124,6 +127,12 @@ Result<std::string> MqttSubscription::seek(std::string_view position) {
   if (!position.empty()) {
     recent_.assign(1, std::string(position));
     holds_position_ = true;
+    if (!session_present_) {
+      spdlog::warn(
+          "mqtt {}: the broker kept no session for this client (restarted without persistence, or the "
+          "session expired): what was published while it was disconnected is not delivered",
+          url_.where());
+    }
   }
   return std::string(position);
 }

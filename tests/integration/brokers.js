@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import readline from 'node:readline';
 import { writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { sleep } from './harness.js';
 
@@ -21,9 +22,12 @@ export async function startMosquitto(port, dir) {
     assert.ok(spawnSync(bin, [arg]).error === undefined,
       `${bin} is missing: Debian's mosquitto and mosquitto-clients are needed (scripts/setup.sh --tests)`);
   }
+  // Started as root, mosquitto switches to the user named by `user` (by default `mosquitto`, who cannot write
+  // the test's folder: its data would silently not be saved at the restart, and a session's subscription be
+  // lost with it); as anyone else it ignores the option.
   const conf = path.join(dir, 'mosquitto.conf');
   writeFileSync(conf, [`listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence true',
-    `persistence_location ${dir}/`, 'log_dest none', ''].join('\n'));
+    `persistence_location ${dir}/`, `user ${os.userInfo().username}`, 'log_dest none', ''].join('\n'));
   const child = spawn(MOSQUITTO, ['-c', conf], { stdio: 'ignore' });
   const deadline = Date.now() + 20_000;
   for (;;) {

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -64,6 +64,8 @@ const driver = {
   },
   async outage() {
     await stopMosquitto();
+    assert.ok(existsSync(path.join(broker.dir, 'mosquitto.db')),
+      'mosquitto saved no data on the way out: after its restart, what is published before aoi subscribes again is lost');
     return { restore: async () => { broker.child = await startMosquitto(broker.port, broker.dir); } };
   },
   errorPattern: /mqtt 127\.0\.0\.1:\d+/,

@@ -1,8 +1,8 @@
 // A subscription to an MQTT topic filter (libmosquitto, MQTT 3.1.1, driven by the consumer thread's reads).
 // MQTT has no position to read from: the session's subscription lives on the broker as a persistent session
 // (clean session off, client id "aoi:SESSION:FILTER-HASH"), so messages published while aoi is away are
-// queued there and delivered when it connects again. A message's position is its packet id and a hash of its topic and payload,
-// which recognises the broker's redeliveries of messages the session already holds.
+// queued there and delivered when it connects again. A message's position is its packet id and a hash of its topic and
+// payload, which recognises the broker's redeliveries of messages the session already holds.
 #pragma once
 
 #include <chrono>
@@ -49,8 +49,9 @@ class MqttSubscription final : public SourceConnection {
 
   mosquitto* mosq_;
   const SourceUrl url_;
-  int connack_ = -1;  // the broker's answer to CONNECT, -1 before it
-  int granted_ = -1;  // the QoS the broker granted the subscription, -1 before its answer, 128 refused
+  int connack_ = -1;              // the broker's answer to CONNECT, -1 before it
+  int granted_ = -1;              // the QoS the broker granted the subscription, -1 before its answer, 128 refused
+  bool session_present_ = false;  // the broker kept this client's session (and what it queued for it)
   bool lost_ = false;
   bool holds_position_ = false;     // the session holds a record from this source
   std::deque<std::string> recent_;  // the newest positions taken, for recognising redeliveries
