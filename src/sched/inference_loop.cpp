@@ -11,6 +11,23 @@ namespace {
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
+// The pass as the cost model sees it (pass_cost.h).
+PassShape batch_shape(const engine::Batch& batch) {
+  PassShape shape;
+  engine::SeqId last = -1;
+  std::vector<engine::SeqId> seen;
+  for (int i = 0; i < batch.size(); ++i) {
+    const engine::Batch::Row row = batch.row(i);
+    const bool new_seq = row.seq != last && std::find(seen.begin(), seen.end(), row.seq) == seen.end();
+    if (new_seq) seen.push_back(row.seq);
+    last = row.seq;
+    shape.rows++;
+    shape.seqs += new_seq ? 1 : 0;
+    shape.attended += static_cast<double>(row.pos) + 1;
+  }
+  return shape;
+}
+
 }  // namespace
 
 InferenceLoop::InferenceLoop(Forward& forward, const kv::CellLedger& cells, LoopParams params)
@@ -65,7 +82,10 @@ void InferenceLoop::shutdown() {
   lanes_.clear();
 }
 
-void InferenceLoop::add(std::unique_ptr<Lane> lane) { incoming_.push_back(std::move(lane)); }
+void InferenceLoop::add(std::unique_ptr<Lane> lane) {
+  if (params_.trace != nullptr) params_.trace->added(*lane, Clock::now());
+  incoming_.push_back(std::move(lane));
+}
 
 void InferenceLoop::fail_lanes(const std::function<bool(const Lane&)>& pred, const Error& error) {
   for (auto& e : lanes_) {
@@ -255,20 +275,28 @@ void InferenceLoop::run_pass() {
     d.decode_rows = e.demand.decode_rows + drafts[i];
     d.prefill_tokens = leader_of[i] >= 0 ? 0 : e.demand.prefill_tokens;
     d.passes_waiting = e.passes_waiting;
+    d.context = e.demand.context;
+    if (d.priority == Priority::kInteractive || d.priority == Priority::kCompletion) last_user_ = t0;
   }
+  // Rule 6: a user's request in flight, or one within the window, puts background prefill on the budget.
+  const bool user_recent = last_user_ && t0 - *last_user_ <= params_.interactive_window;
   PlanParams pp{.n_batch = params_.n_batch,
                 .chunk_min = params_.chunk_min,
                 .chunk_max = params_.chunk_max,
-                .aging_passes = params_.aging_passes};
+                .aging_passes = params_.aging_passes,
+                .budget_ms = user_recent ? params_.interactive_budget_ms : 0.0,
+                .cost = &cost_};
   PassPlan plan = plan_pass(demands, pp, rr_);
   if (plan.empty()) return;
 
   std::vector<size_t> granted;
   std::uint64_t backoffs = 0;
   engine::DecodeOutcome outcome = engine::DecodeOutcome::kOk;
+  Clock::time_point decode_start;
   for (;;) {
     if (!build(plan.grants, drafts, granted)) return;  // a lane threw; it is failed, the pass is planned again
     if (batch_.empty()) return;
+    decode_start = Clock::now();
     outcome = forward_.decode(batch_);
     if (outcome != engine::DecodeOutcome::kNoKvSlot) break;
     ++backoffs;
@@ -317,6 +345,9 @@ void InferenceLoop::run_pass() {
         fail_entry(lanes_[i], Error::internal(std::string(lanes_[i].lane->name()) + " failed: " + ex.what()));
       }
     }
+    // What the pass took, the lanes' reading of their rows included (what a waiting question sees), teaches
+    // the cost model (the pass as it ran: after any back-off).
+    cost_.observe(batch_shape(batch_), ms_since(decode_start));
   } else if (outcome != engine::DecodeOutcome::kNoKvSlot) {
     const Error error =
         Error::internal(std::string("the forward pass failed: ") + engine::decode_outcome_name(outcome));
@@ -326,7 +357,17 @@ void InferenceLoop::run_pass() {
 
   // Aging (pass_plan.h, rule 4).
   for (size_t i = 0; i < n; ++i) lanes_[i].passes_waiting = next_wait(demands[i], plan.grants[i], plan);
-  passes_.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t pass = passes_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (params_.trace != nullptr) {
+    std::vector<const Lane*> traced(n);
+    for (size_t i = 0; i < n; ++i) traced[i] = lanes_[i].dead ? nullptr : lanes_[i].lane.get();
+    params_.trace->pass({.pass = pass,
+                         .start = t0,
+                         .wall_ms = ms_since(t0),
+                         .budget_ms = pp.budget_ms,
+                         .outcome = engine::decode_outcome_name(outcome)},
+                        plan, traced, demands);
+  }
   std::lock_guard lock(stats_mu_);
   stats_.passes++;
   stats_.tokens += static_cast<std::uint64_t>(batch_.size());
@@ -334,6 +375,8 @@ void InferenceLoop::run_pass() {
   stats_.grouped_tokens += grouped;
   stats_.last_pass_tokens = batch_.size();
   stats_.last_pass_ms = ms_since(t0);
+  stats_.last_predicted_ms = plan.predicted_ms;
+  if (plan.budgeted) stats_.budgeted_passes++;
   recent_ms_[recent_next_++ % recent_ms_.size()] = stats_.last_pass_ms;
   stats_.max_recent_pass_ms = *std::max_element(recent_ms_.begin(), recent_ms_.end());
 }

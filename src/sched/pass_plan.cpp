@@ -9,6 +9,9 @@ namespace {
 
 bool interactive(Priority p) { return p != Priority::kBackground; }
 
+// Prefill nobody is waiting on right now: cut to the pass-time budget (rule 6).
+bool budgeted_class(Priority p) { return p == Priority::kFlash || p == Priority::kBackground; }
+
 }  // namespace
 
 const char* priority_name(Priority priority) {
@@ -81,17 +84,65 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
   }
 
   plan.chunk = prefill_chunk(params.n_batch, static_cast<int>(eligible.size()), params.chunk_min, params.chunk_max);
-  for (int round = 0; round < 2 && room > 0; ++round) {
-    const int cap = round == 0 ? plan.chunk : params.chunk_max;
-    for (size_t i : eligible) {
-      if (room == 0) break;
-      LaneGrant& g = plan.grants[i];
-      const int n = std::min({cap - g.prefill, lanes[i].prefill_tokens - g.prefill, room});
-      if (n <= 0) continue;
-      g.prefill += n;
+
+  // What the pass holds so far, for the cost model (rule 6).
+  PassShape shape;
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (plan.grants[i].decode) shape.add_run(lanes[i].decode_rows, lanes[i].context, true);
+  }
+  const bool budget = params.budget_ms > 0 && params.cost != nullptr;
+  // Grants `who` their chunks in order, in two rounds (rule 2); under the budget each only as far as the
+  // predicted pass time allows (rule 6).
+  const auto distribute = [&](const std::vector<size_t>& who, bool within_budget) {
+    for (int round = 0; round < 2 && room > 0; ++round) {
+      const int cap = round == 0 ? plan.chunk : params.chunk_max;
+      for (size_t i : who) {
+        if (room == 0) break;
+        const LaneDemand& d = lanes[i];
+        LaneGrant& g = plan.grants[i];
+        int n = std::min({cap - g.prefill, d.prefill_tokens - g.prefill, room});
+        if (n <= 0) continue;
+        if (within_budget) {
+          int fit = params.cost->rows_within(params.budget_ms, shape, d.context + g.prefill, n);
+          if (aged(d)) fit = std::max(fit, std::min(n, params.budget_floor - g.prefill));
+          if (fit < n) plan.budgeted = true;
+          n = fit;
+          if (n <= 0) continue;
+        }
+        shape.add_run(n, d.context + g.prefill, g.prefill == 0 && !g.decode);
+        g.prefill += n;
+        room -= n;
+      }
+    }
+  };
+  if (!budget) {
+    distribute(eligible, false);
+  } else {
+    // The users' own prefill first and whole, then what nobody waits on within what is left of the budget.
+    const auto waited_on = [&](size_t i) { return !budgeted_class(lanes[i].priority); };
+    std::vector<size_t> users, rest;
+    for (size_t i : eligible) (waited_on(i) ? users : rest).push_back(i);
+    distribute(users, false);
+    distribute(rest, true);
+    // The budget cuts passes; it never stops the loop: a pass it would leave empty carries the floor.
+    if (room == params.n_batch && !rest.empty()) {
+      const size_t i = rest.front();
+      const int n = std::min({params.budget_floor, lanes[i].prefill_tokens, room});
+      shape.add_run(n, lanes[i].context, true);
+      plan.grants[i].prefill = n;
       room -= n;
     }
+    // Background prefill the budget left out entirely is held, as beside interactive work (rule 4 counts it).
+    const bool background_in = std::any_of(rest.begin(), rest.end(), [&](size_t i) {
+      return lanes[i].priority == Priority::kBackground && plan.grants[i].prefill > 0;
+    });
+    for (size_t i : rest) {
+      if (lanes[i].priority != Priority::kBackground || plan.grants[i].prefill > 0 || background_in) continue;
+      plan.grants[i].held = true;
+      plan.background_held = true;
+    }
   }
+  if (params.cost != nullptr) plan.predicted_ms = params.cost->predict_ms(shape);
 
   // Round-robin: each class resumes after the last tenant it gave prefill rows to.
   for (size_t i : order) {

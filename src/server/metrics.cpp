@@ -238,6 +238,10 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
          "Duration of forward passes: the last one, and the longest of the last 64 (what a question may wait).");
   sample(out, "aoi_pass_seconds", "stat=\"last\"", st.loop.last_pass_ms / 1000);
   sample(out, "aoi_pass_seconds", "stat=\"max_recent\"", st.loop.max_recent_pass_ms / 1000);
+  sample(out, "aoi_pass_seconds", "stat=\"predicted_last\"", st.loop.last_predicted_ms / 1000);
+  header(out, "aoi_budgeted_passes_total", "counter",
+         "Passes whose background or flash prefill the pass-time budget cut (--interactive-budget-ms).");
+  sample(out, "aoi_budgeted_passes_total", "", static_cast<double>(st.loop.budgeted_passes));
   header(out, "aoi_lanes", "gauge", "Lanes (units of inference work, waiting ones included) by priority class.");
   for (int p = 0; p < sched::kPriorityCount; ++p) {
     sample(out, "aoi_lanes", std::string("priority=\"") + sched::priority_name(static_cast<sched::Priority>(p)) + "\"",

@@ -104,6 +104,12 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   auto state = std::make_unique<InferenceState>(s->params_, *s->ctx_, *seqs, s->persistence_.get());
   sched::LoopParams lp = s->params_.loop;
   lp.n_batch = static_cast<int>(s->ctx_->n_batch());
+  if (!s->params_.trace_passes.empty()) {
+    auto trace = sched::PassTrace::open(s->params_.trace_passes);
+    if (!trace) return trace.error();
+    s->trace_ = std::move(trace).value();
+    lp.trace = s->trace_.get();
+  }
   s->loop_ = std::make_unique<sched::InferenceLoop>(*s->forward_, state->cells(), lp);
   state->set_loop(s->loop_.get());
   // From here on the state is the loop's: reached only in the commands posted to it.

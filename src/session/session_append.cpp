@@ -34,7 +34,9 @@ SessionAppend::~SessionAppend() {
 
 sched::Demand SessionAppend::demand() const {
   if (done_) return {};
-  return {0, feed_.left()};
+  sched::Demand d{0, feed_.left()};
+  d.context = feed_.next_pos();
+  return d;
 }
 
 void SessionAppend::add_rows(engine::Batch& batch, const sched::Grant& grant) { feed_.add(batch, grant.prefill); }

@@ -17,7 +17,9 @@ SessionSetup::~SessionSetup() {
 
 sched::Demand SessionSetup::demand() const {
   if (done_) return {};
-  return {0, feed_.left()};
+  sched::Demand d{0, feed_.left()};
+  d.context = feed_.next_pos();
+  return d;
 }
 
 void SessionSetup::add_rows(engine::Batch& batch, const sched::Grant& grant) { feed_.add(batch, grant.prefill); }

@@ -229,6 +229,8 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   sp.loop.draft.max = o.draft_max;
   sp.loop.draft.fixed_rows = o.draft_fixed_rows;
   sp.loop.draft.seq_rows = o.draft_seq_rows;
+  sp.loop.interactive_budget_ms = o.interactive_budget_ms;
+  sp.trace_passes = o.trace_passes;
   sp.spare_seqs = o.spare_seqs;
   sp.ring_capacity = o.ring_capacity;
   sp.max_flash = o.max_flash;

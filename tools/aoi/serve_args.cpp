@@ -410,6 +410,16 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
                  "what each sequence in a forward pass adds to its cost, in rows (aoi-bench-pass-rows measures it)")
       ->check(CLI::Range(0.0, 4096.0))
       ->capture_default_str();
+  app.add_option("--interactive-budget-ms", o.interactive_budget_ms,
+                 "while a user's request is in flight or came in the last 30 s, background prefill (ingestion, "
+                 "rebuilds, flash rounds) joins a forward pass only as far as the pass is predicted to take at "
+                 "most this long (a cost model fitted from the passes timed), so a question waits at most one "
+                 "such pass (0: off)")
+      ->check(CLI::Range(0.0, 600000.0))
+      ->capture_default_str();
+  app.add_option("--trace-passes", o.trace_passes,
+                 "write a JSON line per forward pass to this file: who joined with how many rows, the predicted "
+                 "and the measured time (and a line per request arriving at the inference loop)");
   app.add_option("--spare-seqs", o.spare_seqs,
                  "sequences recompute eviction rebuilds windows on (0: max-sessions / 4, 1 to 4)")
       ->check(CLI::Range(0, 64))

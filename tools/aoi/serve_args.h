@@ -7,6 +7,8 @@
 #include <variant>
 #include <vector>
 
+#include "aoi/sched/pass_plan.h"
+
 namespace aoi::cli {
 
 struct ServeOptions {
@@ -48,6 +50,8 @@ struct ServeOptions {
   int draft_max = 8;
   double draft_fixed_rows = 5.5;
   double draft_seq_rows = 0.7;
+  double interactive_budget_ms = sched::kDefaultInteractiveBudgetMs;
+  std::string trace_passes;
   int spare_seqs = 0;
   int io_threads = 2;
   std::size_t ring_capacity = 4096;

@@ -16,11 +16,13 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -30,7 +32,9 @@
 #include "aoi/sched/draft_plan.h"
 #include "aoi/sched/lane.h"
 #include "aoi/sched/loop_token.h"
+#include "aoi/sched/pass_cost.h"
 #include "aoi/sched/pass_plan.h"
+#include "aoi/sched/pass_trace.h"
 
 namespace aoi::sched {
 
@@ -47,6 +51,12 @@ struct LoopParams {
   int chunk_max = 1024;
   int aging_passes = 32;
   DraftParams draft;
+  // The pass-time budget (pass_plan.h, rule 6; --interactive-budget-ms): what a pass with prefill nobody
+  // waits on may take, by the fitted cost model, while a user's request is in flight or arrived within
+  // interactive_window (0: no budget).
+  double interactive_budget_ms = kDefaultInteractiveBudgetMs;
+  std::chrono::milliseconds interactive_window{30'000};
+  PassTrace* trace = nullptr;  // --trace-passes; outlives the loop
 };
 
 inline constexpr int kRecentPasses = 64;
@@ -58,6 +68,8 @@ struct LoopStats {
   std::uint64_t grouped_tokens = 0;  // prefill tokens taken from a group leader instead of decoded
   int last_pass_tokens = 0;
   double last_pass_ms = 0;
+  double last_predicted_ms = 0;             // what the cost model predicted for it
+  std::uint64_t budgeted_passes = 0;        // passes whose prefill the pass-time budget cut
   double max_recent_pass_ms = 0;            // the longest of the last kRecentPasses passes
   std::array<int, kPriorityCount> lanes{};  // lanes by class (waiting ones included)
 };
@@ -120,6 +132,8 @@ class InferenceLoop {
   const LoopParams params_;
   engine::Batch batch_;
   RoundRobin rr_;
+  PassCost cost_;                                // loop thread: refitted after every pass
+  std::optional<Clock::time_point> last_user_;   // loop thread: when a user's lane was last seen
   std::vector<Entry> lanes_;                     // loop thread
   std::vector<std::unique_ptr<Lane>> incoming_;  // loop thread: added while lanes_ is walked
 

@@ -33,12 +33,14 @@ struct Demand {
   int draft_tokens = 0;
   double draft_acceptance = 0.5;
   int draft_verified = 0;
+  int context = 0;  // cells its sequence holds before its next row (the pass-time model's attention term)
   bool idle() const { return decode_rows == 0 && prefill_tokens == 0; }
 };
 
 // What a generation wants from the next pass: its prompt's rest, or its sampled token and drafts after it.
 inline Demand generation_demand(engine::Generation& g) {
   Demand d{g.wants_decode() ? 1 : 0, g.prompt_left()};
+  d.context = g.next_pos();
   if (d.decode_rows > 0) {
     d.draft_tokens = static_cast<int>(g.draft().size());
     d.draft_acceptance = g.draft_acceptance();

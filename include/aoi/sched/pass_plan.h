@@ -18,11 +18,21 @@
 //      constant interactive load background work still moves. The loop keeps the counts: next_wait().)
 //   5. Turns on a session's sequence (SequenceTurns): the operations of one session (its questions, its flash
 //      round's questions, its appends) write its one sequence one at a time, each holding it across passes
-//      until it is done. Rules 1-4 decide which turns' rows share a pass; this one decides whose turn it is.
+//      until it is done. Rules 1-4 and 6 decide which turns' rows share a pass; this one decides whose turn it is.
 //      The order is by class as in rule 2, with one exception: a question (INTERACTIVE) goes before the next
 //      question of a flash round, because a round is many short turns and a client waits on the question
 //      (across sessions FLASH still goes first). Aging as in rule 4, counted in turns: an operation passed
 //      over kTurnsBeforeFirst times goes first. A flash round pins the data version: appends wait for its end.
+//   6. The pass-time budget: while a user waits on the server (an INTERACTIVE or COMPLETION lane is in flight
+//      or arrived within the loop's window, inference_loop.h), prefill that nobody is waiting on right now
+//      (FLASH and BACKGROUND) joins a pass only as far as the fitted cost model (pass_cost.h) predicts the whole
+//      pass stays within budget_ms: so a question arriving mid-pass waits at most one budgeted pass, however
+//      much background work there is. The user's own prefill is never cut (cutting it would only delay that
+//      user), and is planned before the budgeted prefill, which gets what is left. Background prefill the budget
+//      leaves out counts as held (rule 4), and an aged lane gets at least budget_floor tokens, so that
+//      background work still progresses under constant interactive load; a pass the budget would leave empty
+//      carries budget_floor tokens of the first lane in order (the budget cuts passes, it never stops the loop).
+//      With no user waiting, background passes take the full batch, for throughput.
 // Cells are not this policy's business: every session and completion has a KV stream of its own, admitted
 // only when its work fits it (the service's admission), so no prefill can take another's cells.
 #pragma once
@@ -33,6 +43,7 @@
 #include <span>
 #include <vector>
 
+#include "aoi/sched/pass_cost.h"
 #include "aoi/sched/priority.h"
 
 namespace aoi::sched {
@@ -43,13 +54,23 @@ struct LaneDemand {
   int decode_rows = 0;       // rows that join together or not at all (one per growing answer)
   int prefill_tokens = 0;    // tokens left to prefill; any leading part of them may join (a chunk)
   int passes_waiting = 0;    // consecutive passes with prefill to do and no chunk (aging)
+  int context = 0;           // cells its sequence holds before its next row (what each row attends)
 };
+
+// Rule 6's budget unless told otherwise (--interactive-budget-ms). Chosen by measurement on a 2-core CPU
+// (docs/benchmarks.md, the pass-time budget), where a full background pass at depth takes seconds; on a GPU
+// the same rule gives larger chunks.
+inline constexpr double kDefaultInteractiveBudgetMs = 400;
 
 struct PlanParams {
   int n_batch = 512;    // tokens one pass may carry
   int chunk_min = 128;  // clamp of the per-lane prefill chunk
   int chunk_max = 1024;
   int aging_passes = 32;  // held back this many passes: goes first
+  // Rule 6: the predicted time a pass with budgeted prefill may take (0: no budget for this pass), by `cost`.
+  double budget_ms = 0;
+  const PassCost* cost = nullptr;
+  int budget_floor = 16;  // tokens an aged lane gets whatever the budget says
 };
 
 struct LaneGrant {
@@ -63,7 +84,9 @@ struct PassPlan {
   int n_tokens = 0;               // rows of the pass
   int n_decode_rows = 0;
   int chunk = 0;                 // the prefill chunk of this pass (0: no prefill candidates)
-  bool background_held = false;  // interactive work held background prefill back in this pass
+  bool background_held = false;  // interactive work or the budget held background prefill back in this pass
+  bool budgeted = false;         // rule 6 applied: the budget cut or left out some prefill
+  double predicted_ms = 0;       // what the cost model predicts for the pass (0 without one)
   bool empty() const { return n_tokens == 0; }
 };
 

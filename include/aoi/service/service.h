@@ -164,7 +164,8 @@ class Service {
   std::unique_ptr<engine::Context> ctx_;
   int cells_per_seq_ = 0;  // what one sequence (a session, a completion) holds
   std::unique_ptr<sched::Forward> forward_;
-  LoopOnly<InferenceState> state_;  // the loop's: reached only in the commands posted to it
+  std::unique_ptr<sched::PassTrace> trace_;  // before loop_: the loop writes to it until it is gone
+  LoopOnly<InferenceState> state_;           // the loop's: reached only in the commands posted to it
   std::unique_ptr<sched::InferenceLoop> loop_;
 
   // The one map from an id to its session (null while the session is being created), for every thread: the

@@ -51,6 +51,7 @@ struct ServiceParams {
   // Pass planning (n_batch is the context's), and prompt-lookup drafting for completions and session
   // questions (loop.draft; max 0: off).
   sched::LoopParams loop;
+  std::string trace_passes;  // --trace-passes: a JSON line per forward pass to this file (empty: none)
   StoreParams store;
   // The stateless endpoints' caches (paper §3.10). prefix_cache_cells: cells idle completion sequences may
   // keep for later prompts to start from (0: the prefix cache is off; negative: all they hold).

@@ -2,13 +2,19 @@
 // failures, back-off when the cache has no slot, grouped prefill, shutdown, and many threads at once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "aoi/engine/batch.h"
 #include "aoi/sched/inference_loop.h"
@@ -377,6 +383,61 @@ TEST_F(InferenceLoopTest, ManyThreadsPostingWhileItStopsLoseNothing) {
   std::lock_guard lock(mu);
   EXPECT_EQ(static_cast<int>(added.size()), ran.load());
   for (const auto& log : added) EXPECT_NE(log->done.load(), log->failed.load());
+}
+
+// Rule 6 wired in: after a user's request, within the window, background prefill is cut to the budget (here
+// one no pass can meet, so each background pass carries the floor), and the trace shows every pass.
+TEST_F(InferenceLoopTest, ARecentUserPutsBackgroundPrefillOnTheBudgetAndTheTraceShowsIt) {
+  const std::string path = ::testing::TempDir() + "aoi-pass-trace-" + std::to_string(::getpid()) + ".jsonl";
+  auto trace = PassTrace::open(path);
+  ASSERT_TRUE(trace) << trace.error().message;
+  LoopParams p;
+  p.n_batch = 64;
+  p.chunk_min = 16;
+  p.chunk_max = 64;
+  p.interactive_budget_ms = 1e-9;
+  p.trace = trace->get();
+  loop_ = std::make_unique<InferenceLoop>(forward_, ledger_, p);
+  auto user = spawn(0, Priority::kCompletion, 4, 2);
+  ASSERT_TRUE(wait([&] { return user->done.load(); }));
+  auto background = spawn(1, Priority::kBackground, 200, 0);
+  ASSERT_TRUE(wait([&] { return background->done.load(); }));
+  loop_.reset();  // joined: the trace is complete
+  size_t background_passes = 0;
+  for (const auto& pass : forward_.passes) {
+    const auto rows = std::count(pass.begin(), pass.end(), 1);
+    if (rows == 0) continue;
+    ++background_passes;
+    EXPECT_LE(rows, PlanParams{}.budget_floor);
+  }
+  EXPECT_GE(background_passes, 200u / static_cast<size_t>(PlanParams{}.budget_floor));
+  std::ifstream in(path);
+  std::string line;
+  size_t passes = 0, added = 0, budgeted = 0;
+  while (std::getline(in, line)) {
+    passes += line.find("\"pass\":") != std::string::npos;
+    added += line.find("\"added\":\"fake\"") != std::string::npos;
+    budgeted += line.find("\"budgeted\":true") != std::string::npos;
+  }
+  EXPECT_EQ(passes, forward_.passes.size());
+  EXPECT_EQ(added, 2u);
+  EXPECT_GE(budgeted, background_passes);
+  trace->reset();
+  std::remove(path.c_str());
+}
+
+TEST_F(InferenceLoopTest, WithoutARecentUserBackgroundTakesTheWholeBatch) {
+  LoopParams p;
+  p.n_batch = 64;
+  p.chunk_min = 16;
+  p.chunk_max = 64;
+  p.interactive_budget_ms = 1e-9;  // would cut every pass, were a user recent
+  loop_ = std::make_unique<InferenceLoop>(forward_, ledger_, p);
+  auto background = spawn(1, Priority::kBackground, 128, 0);
+  ASSERT_TRUE(wait([&] { return background->done.load(); }));
+  loop_.reset();
+  ASSERT_EQ(forward_.passes.size(), 2u);
+  EXPECT_EQ(forward_.passes[0].size(), 64u);
 }
 
 }  // namespace

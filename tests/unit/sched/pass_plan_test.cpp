@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "aoi/sched/pass_cost.h"
 #include "aoi/sched/pass_plan.h"
 
 namespace aoi::sched {
@@ -389,6 +390,205 @@ TEST(PassPlan, SimulatedPassesKeepEveryRuleAndStarveNoOne) {
   RecordProperty("aged_grants", total.aged_grants);
   RecordProperty("max_stream_wait", total.max_stream_wait);
   RecordProperty("max_gaps_unserved", total.max_gaps_unserved);
+}
+
+// ---- Rule 6: the pass-time budget ----
+
+// A cost model taught that a pass costs 2 ms + 1 ms per row.
+PassCost row_cost() {
+  PassCost cost;
+  for (int rows = 1; rows <= 400; rows += 7) {
+    PassShape s;
+    s.add_run(rows, 0, true);
+    cost.observe(s, 2.0 + rows);
+  }
+  return cost;
+}
+
+PlanParams budgeted(const PassCost& cost, double budget_ms) {
+  PlanParams p = params();
+  p.cost = &cost;
+  p.budget_ms = budget_ms;
+  return p;
+}
+
+TEST(PassBudget, BackgroundPrefillFitsTheBudgetWhileAUserIsRecent) {
+  const PassCost cost = row_cost();
+  const std::vector<LaneDemand> lanes = {prefill(Priority::kBackground, 1, 4000),
+                                         prefill(Priority::kBackground, 2, 4000)};
+  RoundRobin rr;
+  const PassPlan full = plan_pass(lanes, params(), rr);
+  EXPECT_EQ(full.n_tokens, 512) << "no budget: the whole batch";
+  EXPECT_FALSE(full.budgeted);
+  const PassPlan cut = plan_pass(lanes, budgeted(cost, 100), rr);
+  EXPECT_TRUE(cut.budgeted);
+  EXPECT_LE(cut.predicted_ms, 100);
+  EXPECT_GE(cut.n_tokens, 90);
+  EXPECT_LE(cut.n_tokens, 98);
+  EXPECT_FALSE(cut.background_held) << "some background work went in";
+  // Far from the budget, nothing changes.
+  const PassPlan roomy = plan_pass(lanes, budgeted(cost, 10000), rr);
+  EXPECT_EQ(roomy.n_tokens, 512);
+  EXPECT_FALSE(roomy.budgeted);
+}
+
+TEST(PassBudget, AttentionAtDepthMakesTheChunkSmaller) {
+  PassCost cost;
+  for (int rows = 1; rows <= 400; rows += 7) {
+    for (int context : {0, 2000, 8000}) {
+      PassShape s;
+      s.add_run(rows, context, true);
+      cost.observe(s, 2.0 + rows + 1e-3 * s.attended);
+    }
+  }
+  RoundRobin rr;
+  LaneDemand shallow = prefill(Priority::kBackground, 1, 4000);
+  LaneDemand deep = shallow;
+  deep.context = 8000;
+  const int at_0 = plan_pass(std::vector{shallow}, budgeted(cost, 200), rr).n_tokens;
+  const int at_8000 = plan_pass(std::vector{deep}, budgeted(cost, 200), rr).n_tokens;
+  EXPECT_GT(at_0, 150);
+  EXPECT_LT(at_8000, at_0 / 3) << at_8000 << " tokens at 8000 against " << at_0 << " at 0";
+}
+
+TEST(PassBudget, TheUsersOwnPrefillIsNeverCutAndFlashGetsWhatIsLeft) {
+  const PassCost cost = row_cost();
+  RoundRobin rr;
+  std::vector<LaneDemand> lanes = {prefill(Priority::kInteractive, 1, 300), prefill(Priority::kFlash, 2, 400),
+                                   prefill(Priority::kCompletion, 3, 150)};
+  PassPlan plan = plan_pass(lanes, budgeted(cost, 100), rr);
+  EXPECT_EQ(plan.grants[0].prefill, 300);
+  EXPECT_EQ(plan.grants[2].prefill, 150);
+  EXPECT_EQ(plan.grants[1].prefill, 0) << "the pass is over budget already";
+  EXPECT_TRUE(plan.budgeted);
+  EXPECT_EQ(next_wait(lanes[1], plan.grants[1], plan), 1) << "the flash round waits, and ages";
+  // Aged, it gets the floor.
+  lanes[1].passes_waiting = PlanParams{}.aging_passes;
+  plan = plan_pass(lanes, budgeted(cost, 100), rr);
+  EXPECT_EQ(plan.grants[1].prefill, PlanParams{}.budget_floor);
+  // A short question leaves room for part of the round.
+  lanes = {prefill(Priority::kInteractive, 1, 20), prefill(Priority::kFlash, 2, 400)};
+  plan = plan_pass(lanes, budgeted(cost, 100), rr);
+  EXPECT_EQ(plan.grants[0].prefill, 20);
+  EXPECT_GT(plan.grants[1].prefill, 50);
+  EXPECT_LT(plan.grants[1].prefill, 80);
+}
+
+TEST(PassBudget, ThePassNeverGoesEmpty) {
+  const PassCost cost = row_cost();
+  RoundRobin rr;
+  const std::vector<LaneDemand> lanes = {prefill(Priority::kBackground, 1, 4000),
+                                         prefill(Priority::kBackground, 2, 4000)};
+  // Not even one row fits: the first lane in order carries the floor, the other's turn comes next.
+  PassPlan plan = plan_pass(lanes, budgeted(cost, 2.5), rr);
+  EXPECT_EQ(plan.n_tokens, PlanParams{}.budget_floor);
+  EXPECT_EQ(plan.grants[0].prefill, PlanParams{}.budget_floor);
+  EXPECT_FALSE(plan.background_held) << "background work went in";
+  EXPECT_EQ(next_wait(lanes[1], plan.grants[1], plan), 0);
+  plan = plan_pass(lanes, budgeted(cost, 2.5), rr);
+  EXPECT_EQ(plan.grants[1].prefill, PlanParams{}.budget_floor) << "round-robin";
+  EXPECT_EQ(plan.grants[0].prefill, 0);
+}
+
+// Seven sessions ingest without end on a simulated machine (a fixed part, rows, sequences and attention at
+// their depth, with noise), each in a window of 4K to 8K tokens (eviction keeps it there), while a question
+// arrives every 2 to 6 s of simulated time. The cost model learns the machine from the passes as the loop
+// teaches it; the budget holds from the first question on (the loop's window). Ten simulated minutes.
+struct BudgetRun {
+  double worst_wait_ms = 0;       // the longest pass a question arrived during (after the first question)
+  int worst_first_row_delay = 0;  // passes from a question's arrival to its first prefill
+  std::int64_t background_tokens = 0;
+  double ms = 0;  // simulated time, all passes
+  int questions = 0;
+  double background_rate() const { return static_cast<double>(background_tokens) / ms; }
+};
+
+BudgetRun run_budget(double budget_ms, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(0.95, 1.05);
+  const auto machine_ms = [&](const PassShape& s) {
+    return noise(rng) * (4.0 + 0.9 * s.rows + 0.6 * s.seqs + 2e-4 * s.attended);
+  };
+  PassCost cost;
+  RoundRobin rr;
+  PlanParams p = params();
+  p.cost = &cost;
+  struct Sim {
+    LaneDemand d;
+    int done = 0;  // tokens prefilled (the depth of an ingesting session)
+    int decode_left = 0;
+    int arrived = -1;
+    bool first_row = false;
+  };
+  std::vector<Sim> lanes;
+  for (int i = 0; i < 7; ++i) lanes.push_back({prefill(Priority::kBackground, 1000 + i, 1 << 30)});
+  BudgetRun run;
+  double last_pass_ms = 0;
+  bool budget_on = false;
+  double next_question_ms = 10'000;
+  for (int pass = 0; run.ms < 600'000; ++pass) {
+    if (run.ms >= next_question_ms) {
+      Sim q{prefill(Priority::kInteractive, static_cast<std::uint64_t>(pass), 40)};
+      q.decode_left = 16;
+      q.arrived = pass;
+      q.d.context = 3000;
+      lanes.push_back(q);
+      // It arrived while the last pass ran.
+      if (budget_on) run.worst_wait_ms = std::max(run.worst_wait_ms, last_pass_ms);
+      budget_on = true;
+      run.questions++;
+      next_question_ms = run.ms + 2000 + static_cast<double>(rng() % 4000);
+    }
+    std::vector<LaneDemand> demands;
+    for (Sim& l : lanes) {
+      l.d.decode_rows = l.d.prefill_tokens == 0 && l.decode_left > 0 ? 1 : 0;
+      if (l.d.priority == Priority::kBackground) l.d.context = 4096 + l.done % 4096;
+      demands.push_back(l.d);
+    }
+    p.budget_ms = budget_on ? budget_ms : 0;
+    const PassPlan plan = plan_pass(demands, p, rr);
+    PassShape shape;
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      Sim& l = lanes[i];
+      const LaneGrant& g = plan.grants[i];
+      if (g.decode) {
+        shape.add_run(1, l.d.context, true);
+        l.decode_left--;
+      }
+      if (g.prefill > 0) {
+        shape.add_run(g.prefill, l.d.context, !g.decode);
+        if (l.d.priority == Priority::kBackground) run.background_tokens += g.prefill;
+        if (l.arrived >= 0 && !l.first_row) {
+          l.first_row = true;
+          run.worst_first_row_delay = std::max(run.worst_first_row_delay, pass - l.arrived);
+        }
+        l.d.prefill_tokens -= g.prefill;
+        l.done += g.prefill;
+      }
+      l.d.passes_waiting = next_wait(demands[i], g, plan);
+    }
+    last_pass_ms = plan.empty() ? 0 : machine_ms(shape);
+    run.ms += last_pass_ms;
+    if (!plan.empty()) cost.observe(shape, last_pass_ms);
+    std::erase_if(lanes, [](const Sim& l) { return l.arrived >= 0 && l.d.prefill_tokens == 0 && l.decode_left == 0; });
+  }
+  return run;
+}
+
+TEST(PassBudget, AQuestionWaitsAtMostOneBudgetedPassAndBackgroundWorkGoesOn) {
+  for (std::uint32_t seed : {1u, 2u, 3u}) {
+    const BudgetRun with = run_budget(150, seed);
+    const BudgetRun without = run_budget(0, seed);
+    ASSERT_GT(with.questions, 30);
+    // Within the budget up to the model's error and the machine's noise.
+    EXPECT_LE(with.worst_wait_ms, 150 * 1.15) << "seed " << seed;
+    EXPECT_EQ(with.worst_first_row_delay, 0) << "a question prefills in the first pass after it arrives";
+    // Negative control: without the budget the same load makes questions wait behind far longer passes.
+    EXPECT_GT(without.worst_wait_ms, 3 * 150) << "seed " << seed;
+    // Background work still progresses, at most of the rate it has without the budget.
+    EXPECT_GT(with.background_rate(), 0.9 * without.background_rate()) << "seed " << seed;
+    RecordProperty("worst_wait_ms_" + std::to_string(seed), static_cast<int>(with.worst_wait_ms));
+  }
 }
 
 // ---- Rule 5: turns on one session's sequence (precedence by role, aging in turns, flash pins, waiters for a
