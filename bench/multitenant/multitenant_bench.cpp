@@ -98,6 +98,9 @@ int main(int argc, char** argv) {
   app.add_option("--bars-per-iteration", per_iteration);
   app.add_option("--backlog", backlog, "bars pushed to each neighbour for the loaded phase");
   app.add_option("--out", out_dir);
+  double budget_ms = -1;
+  app.add_option("--budget-ms", budget_ms,
+                 "the server's --interactive-budget-ms, recorded with the results (-1: its default, unrecorded)");
   CLI11_PARSE(app, argc, argv);
   std::filesystem::create_directories(out_dir);
 
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
     aoi.call("POST", "/v1/sessions", body);
   }
   json result = {{"sessions", n}, {"tokens", tokens}, {"answer_tokens", answer_tokens}};
+  if (budget_ms >= 0) result["budget_ms"] = budget_ms;
   auto ask = [&](int i) {
     return aoi.call("POST", "/v1/sessions/" + streams[static_cast<size_t>(i)].id + "/query", ask_body);
   };
@@ -260,8 +264,15 @@ int main(int argc, char** argv) {
   // ---- loaded: session 0's question while the neighbours ingest a backlog
   {
     std::vector<std::uint64_t> versions_before;
-    for (const auto& s : streams) versions_before.push_back(aoi.call("GET", "/v1/sessions/" + s.id)["data_version"]);
+    long neighbour_tokens_before = 0;
+    for (const auto& s : streams) {
+      const json st = aoi.call("GET", "/v1/sessions/" + s.id);
+      versions_before.push_back(st["data_version"]);
+      if (s.id != streams.front().id) neighbour_tokens_before += st["tokens_ingested"].get<long>();
+    }
+    const auto loaded_start = Clock::now();
     const double passes_before = aoi.metric("aoi_inference_passes_total");
+    const double budgeted_before = aoi.metric("aoi_budgeted_passes_total");
     if (n > 1) at_once(n - 1, [&](int i) { push(aoi, streams[static_cast<size_t>(i + 1)], backlog); });
     std::vector<double> ms;
     double longest_pass_ms = 0;
@@ -272,11 +283,15 @@ int main(int argc, char** argv) {
       longest_pass_ms = std::max(longest_pass_ms, 1000 * aoi.metric("aoi_pass_seconds{stat=\"max_recent\"}"));
     }
     const double passes = aoi.metric("aoi_inference_passes_total") - passes_before;
+    const double loaded_s = since_ms(loaded_start) / 1000;
+    const double budgeted_passes = aoi.metric("aoi_budgeted_passes_total") - budgeted_before;
     // Every neighbour moved on: versions gained while the questions ran, and passes per version.
     std::uint64_t least = UINT64_MAX;
     bool backlog_left = false;
+    long neighbour_tokens = -neighbour_tokens_before;
     for (int i = 1; i < n; ++i) {
       const json st = aoi.call("GET", "/v1/sessions/" + streams[static_cast<size_t>(i)].id);
+      neighbour_tokens += st["tokens_ingested"].get<long>();
       least = std::min(least, st["data_version"].get<std::uint64_t>() - versions_before[static_cast<size_t>(i)]);
       backlog_left =
           backlog_left || st["last_seq_ingested"].get<std::uint64_t>() < streams[static_cast<size_t>(i)].last_seq;
@@ -287,14 +302,18 @@ int main(int argc, char** argv) {
                         {"longest_pass_ms", longest_pass_ms},
                         {"passes", passes},
                         {"least_versions_per_neighbour", n > 1 ? json(least) : json(nullptr)},
-                        {"backlog_left", backlog_left}};
+                        {"backlog_left", backlog_left},
+                        {"neighbour_tokens_per_s", static_cast<double>(neighbour_tokens) / loaded_s},
+                        {"budgeted_passes", budgeted_passes}};
     std::printf(
         "N=%d question while %d neighbours ingest: p50 %.0f ms, p99 %.0f ms; longest pass %.0f ms; "
-        "every neighbour gained >= %s versions in %.0f passes%s\n",
+        "every neighbour gained >= %s versions in %.0f passes%s; the neighbours ingested %.0f tokens/s\n",
         n, n - 1, median(ms), percentile(ms, 0.99), longest_pass_ms, n > 1 ? std::to_string(least).c_str() : "-",
-        passes, backlog_left ? "" : " (backlog drained!)");
+        passes, backlog_left ? "" : " (backlog drained!)", static_cast<double>(neighbour_tokens) / loaded_s);
   }
 
-  std::ofstream(std::filesystem::path(out_dir) / ("results-" + std::to_string(n) + ".json")) << result.dump(2) << "\n";
+  std::string name = "results-" + std::to_string(n);
+  if (budget_ms >= 0) name += "-budget-" + std::to_string(static_cast<int>(budget_ms));
+  std::ofstream(std::filesystem::path(out_dir) / (name + ".json")) << result.dump(2) << "\n";
   return 0;
 }

@@ -7,9 +7,11 @@
 # report.py turns the outputs into the table, naming this command as typed and the commit.
 #
 #   bench/multitenant/run.sh [--preset quick|cpu] [--model PATH] [--threads N] [--sessions 1,2,4,8,16]
-#                            [--tokens N] [--per BARS] [--flash-attn on|off] [--out DIR] [--no-llama] [--skip-build]
+#                            [--tokens N] [--per BARS] [--flash-attn on|off] [--budgets MS,MS] [--out DIR]
+#                            [--no-llama] [--skip-build]
 #
 #   --per: new bars per stream between questions against llama-server (the paper's scenario has 55)
+#   --budgets: aoi once per pass-time budget (--interactive-budget-ms; 0: off), one after another, for each N
 #
 #   quick  a tiny generated model and short contexts (smoke test: every phase completes)
 #   cpu    smollm2-135m shape, sessions of 4K tokens, N = 1, 2, 4, 8, 16 (about an hour on 2 cores)
@@ -21,7 +23,7 @@ cd "$root"
 command=$(bench_command bench/multitenant/run.sh "$@")
 commit=$(bench_commit)
 
-preset=cpu model="" threads=$(nproc) out="" skip_build=0 llama=1 fa=off sessions="" tokens="" per_arg=""
+preset=cpu model="" threads=$(nproc) out="" skip_build=0 llama=1 fa=off sessions="" tokens="" per_arg="" budgets=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --preset) preset=$2; shift 2 ;;
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --tokens) tokens=$2; shift 2 ;;
     --per) per_arg=$2; shift 2 ;;
     --flash-attn) fa=$2; shift 2 ;;
+    --budgets) budgets=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --no-llama) llama=0; shift ;;
     --skip-build) skip_build=1; shift ;;
@@ -93,25 +96,35 @@ for n in "${ns[@]}"; do
   window=$((tokens + (backlog + (iterations + 4) * per + 8) * 70))
   seqs=$(( n + 2 ))
   cells=$(( seqs * $(round256 $(( window + 1024 ))) ))
-  port=$(free_port)
-  build/tools/aoi serve -m "$model" --port "$port" --ctx-size "$cells" --max-sessions "$n" --pool-slots 1 \
-    --spare-seqs 1 --memory-only "${aoi_engine[@]}" >"$out/aoi-$n.log" 2>&1 &
-  pids+=($!)
-  wait_ready "http://127.0.0.1:$port" "$out/aoi-$n.log"
-  aoi_url="http://127.0.0.1:$port"
-  llama_args=()
-  if [ "$llama" = 1 ]; then
-    lport=$(free_port)
-    slot=$(round256 $(( tokens + (iterations + 2) * per * 70 + 1024 )))
-    build/bin/llama-server -m "$model" --port "$lport" -c $(( n * slot )) -np "$n" "${llama_engine[@]}" \
-      >"$out/llama-server-$n.log" 2>&1 &
+  # aoi once per budget (or once with its default), llama-server beside the first only.
+  IFS=, read -r -a bs <<<"${budgets:--1}"
+  first=1
+  for b in "${bs[@]}"; do
+    budget_args=() client_budget=() log="$out/aoi-$n.log"
+    if [ "$b" != -1 ]; then
+      budget_args=(--interactive-budget-ms "$b") client_budget=(--budget-ms "$b") log="$out/aoi-$n-budget-$b.log"
+    fi
+    port=$(free_port)
+    build/tools/aoi serve -m "$model" --port "$port" --ctx-size "$cells" --max-sessions "$n" --pool-slots 1 \
+      --spare-seqs 1 --memory-only "${aoi_engine[@]}" "${budget_args[@]}" >"$log" 2>&1 &
     pids+=($!)
-    wait_ready "http://127.0.0.1:$lport" "$out/llama-server-$n.log"
-    llama_args=(--llama "http://127.0.0.1:$lport")
-  fi
-  build/bench/aoi-bench-multitenant --aoi "$aoi_url" "${llama_args[@]}" --sessions "$n" --tokens "$tokens" \
-    --answer-tokens "$answer" --questions "$questions" --iterations "$iterations" --bars-per-iteration "$per" \
-    --backlog "$backlog" --out "$out"
-  stop_servers
+    wait_ready "http://127.0.0.1:$port" "$log"
+    aoi_url="http://127.0.0.1:$port"
+    llama_args=()
+    if [ "$llama" = 1 ] && [ "$first" = 1 ]; then
+      lport=$(free_port)
+      slot=$(round256 $(( tokens + (iterations + 2) * per * 70 + 1024 )))
+      build/bin/llama-server -m "$model" --port "$lport" -c $(( n * slot )) -np "$n" "${llama_engine[@]}" \
+        >"$out/llama-server-$n.log" 2>&1 &
+      pids+=($!)
+      wait_ready "http://127.0.0.1:$lport" "$out/llama-server-$n.log"
+      llama_args=(--llama "http://127.0.0.1:$lport")
+    fi
+    build/bench/aoi-bench-multitenant --aoi "$aoi_url" "${llama_args[@]}" --sessions "$n" --tokens "$tokens" \
+      --answer-tokens "$answer" --questions "$questions" --iterations "$iterations" --bars-per-iteration "$per" \
+      --backlog "$backlog" --out "$out" "${client_budget[@]}"
+    stop_servers
+    first=0
+  done
 done
 python3 bench/multitenant/report.py "$out" | tee "$out/report.md"
