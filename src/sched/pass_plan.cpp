@@ -91,6 +91,7 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
     if (plan.grants[i].decode) shape.add_run(lanes[i].decode_rows, lanes[i].context, true);
   }
   const bool budget = params.budget_ms > 0 && params.cost != nullptr;
+  int budgeted_rows = 0;  // prefill rows the budget let in so far
   // Grants `who` their chunks in order, in two rounds (rule 2); under the budget each only as far as the
   // predicted pass time allows (rule 6).
   const auto distribute = [&](const std::vector<size_t>& who, bool within_budget) {
@@ -104,7 +105,9 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
         if (n <= 0) continue;
         if (within_budget) {
           int fit = params.cost->rows_within(params.budget_ms, shape, d.context + g.prefill, n);
-          if (aged(d)) fit = std::max(fit, std::min(n, params.budget_floor - g.prefill));
+          // An aged lane gets the floor when nothing else budgeted is in the pass: one lane's floor, not one
+          // per aged lane (they were held together, and are let in together by round-robin).
+          if (aged(d) && budgeted_rows == 0) fit = std::max(fit, std::min(n, params.budget_floor - g.prefill));
           if (fit < n) plan.budgeted = true;
           n = fit;
           if (n <= 0) continue;
@@ -112,6 +115,7 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
         shape.add_run(n, d.context + g.prefill, g.prefill == 0 && !g.decode);
         g.prefill += n;
         room -= n;
+        if (within_budget) budgeted_rows += n;
       }
     }
   };
@@ -143,6 +147,9 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
     }
   }
   if (params.cost != nullptr) plan.predicted_ms = params.cost->predict_ms(shape);
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (lanes[i].priority == Priority::kBackground && plan.grants[i].prefill > 0) plan.background_served = true;
+  }
 
   // Round-robin: each class resumes after the last tenant it gave prefill rows to.
   for (size_t i : order) {
@@ -154,9 +161,13 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
 
 int next_wait(const LaneDemand& lane, const LaneGrant& grant, const PassPlan& plan) {
   if (lane.prefill_tokens == 0) return lane.passes_waiting;
-  if (grant.prefill == 0) {
-    return lane.priority == Priority::kBackground && !plan.background_held ? 0 : lane.passes_waiting + 1;
+  if (lane.priority == Priority::kBackground) {
+    // Background lanes wait as one (rule 4): a pass that lets any background prefill in, or holds none back,
+    // starts every count again, however much each got (the budget gives partial chunks); one that holds it
+    // back adds one.
+    return plan.background_served || !plan.background_held ? 0 : lane.passes_waiting + 1;
   }
+  if (grant.prefill == 0) return lane.passes_waiting + 1;
   return grant.prefill >= std::min(plan.chunk, lane.prefill_tokens) ? 0 : lane.passes_waiting;
 }
 

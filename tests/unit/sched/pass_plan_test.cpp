@@ -490,6 +490,42 @@ TEST(PassBudget, ThePassNeverGoesEmpty) {
   EXPECT_EQ(plan.grants[0].prefill, 0);
 }
 
+TEST(PassBudget, AgedBackgroundWorkJoinsAQuestionsPassesOncePerAgingBoundNotEveryPass) {
+  // Seven sessions ingest while an eighth asks questions one after another (a prefill, then 24 answer tokens),
+  // one budgeted background pass between questions (the client's round trip). Budgeted chunks are partial
+  // chunks: they must still start the background lanes' count again, or an aged lane would join every pass
+  // of every later question and make each answer step as long as the budget.
+  const PassCost cost = row_cost();
+  const PlanParams p = budgeted(cost, 100);
+  RoundRobin rr;
+  std::vector<LaneDemand> stream;
+  for (std::uint64_t t = 1; t <= 7; ++t) stream.push_back(prefill(Priority::kBackground, t, 1 << 30));
+  int passes_with_background = 0;
+  std::vector<int> served(stream.size(), 0);
+  for (int q = 0; q < 40; ++q) {
+    for (int step = 0; step < 26; ++step) {
+      std::vector<LaneDemand> lanes = stream;
+      const bool question = step < 25;
+      if (question) {
+        lanes.push_back(step == 0 ? prefill(Priority::kInteractive, 8, 16) : decode(Priority::kInteractive, 8));
+      }
+      const PassPlan plan = plan_pass(lanes, p, rr);
+      bool background = false;
+      for (size_t i = 0; i < stream.size(); ++i) {
+        background |= plan.grants[i].prefill > 0;
+        served[i] += plan.grants[i].prefill > 0 ? 1 : 0;
+        stream[i].passes_waiting = next_wait(lanes[i], plan.grants[i], plan);
+      }
+      if (question && background) ++passes_with_background;
+      if (!question) {
+        EXPECT_TRUE(background) << "the gap between questions is background work's";
+      }
+    }
+  }
+  EXPECT_EQ(passes_with_background, 0) << "25 passes a question, under the aging bound of 32";
+  for (size_t i = 0; i < served.size(); ++i) EXPECT_GE(served[i], 3) << "session " << i + 1;
+}
+
 // Seven sessions ingest without end on a simulated machine (a fixed part, rows, sequences and attention at
 // their depth, with noise), each in a window of 4K to 8K tokens (eviction keeps it there), while a question
 // arrives every 2 to 6 s of simulated time. The cost model learns the machine from the passes as the loop
