@@ -150,6 +150,20 @@ GPU keeps the host path by default.
 The same model with every layer and the KV cache in an rpc-server on loopback (`-t 2`):
 
 """),
+    "budget": ("## Sessions on disk", """### A question beside background work: the pass-time budget
+
+```sh
+bench/multitenant/run.sh --preset cpu --sessions 8 --budgets 0,400 --no-llama --out bench-out/budget2
+bench/update_docs.py budget bench-out/budget2/report.md
+```
+
+The multi-tenant benchmark at N = 8, aoi run twice one after the other (each alone on the machine, fresh,
+warmed up): without the pass-time budget (`--interactive-budget-ms 0`) and with the default (400 ms). The
+column that matters is the question asked while the 7 neighbours ingest a backlog of 100 bars each, with how
+fast the neighbours ingested meanwhile, against the same question beside idle neighbours. `--trace-passes`
+(docs/api.md) shows where such a question's time goes, pass by pass.
+
+"""),
 }
 
 
