@@ -147,9 +147,6 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
     }
   }
   if (params.cost != nullptr) plan.predicted_ms = params.cost->predict_ms(shape);
-  for (size_t i = 0; i < lanes.size(); ++i) {
-    if (lanes[i].priority == Priority::kBackground && plan.grants[i].prefill > 0) plan.background_served = true;
-  }
 
   // Round-robin: each class resumes after the last tenant it gave prefill rows to.
   for (size_t i : order) {
@@ -162,10 +159,10 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
 int next_wait(const LaneDemand& lane, const LaneGrant& grant, const PassPlan& plan) {
   if (lane.prefill_tokens == 0) return lane.passes_waiting;
   if (lane.priority == Priority::kBackground) {
-    // Background lanes wait as one (rule 4): a pass that lets any background prefill in, or holds none back,
-    // starts every count again, however much each got (the budget gives partial chunks); one that holds it
-    // back adds one.
-    return plan.background_served || !plan.background_held ? 0 : lane.passes_waiting + 1;
+    // Served, however much (the budget gives partial chunks): it starts again, or an aged lane would join every
+    // pass. Not served: one more while interactive work or the budget holds background back, else 0.
+    if (grant.prefill > 0) return 0;
+    return plan.background_held ? lane.passes_waiting + 1 : 0;
   }
   if (grant.prefill == 0) return lane.passes_waiting + 1;
   return grant.prefill >= std::min(plan.chunk, lane.prefill_tokens) ? 0 : lane.passes_waiting;

@@ -30,8 +30,8 @@
 //      much background work there is. The user's own prefill is never cut (cutting it would only delay that
 //      user), and is planned before the budgeted prefill, which gets what is left. Background prefill the budget
 //      leaves out counts as held (rule 4), and an aged lane gets at least budget_floor tokens, so that
-//      background work still progresses under constant interactive load (one aged lane's floor per pass: they
-//      were held together and go in together by round-robin); a pass the budget would leave empty
+//      background work still progresses under constant interactive load (one aged lane's floor per pass); a pass
+//      the budget would leave empty
 //      carries budget_floor tokens of the first lane in order (the budget cuts passes, it never stops the loop).
 //      With no user waiting, background passes take the full batch, for throughput.
 // Cells are not this policy's business: every session and completion has a KV stream of its own, admitted
@@ -84,18 +84,17 @@ struct PassPlan {
   std::vector<LaneGrant> grants;  // one per lane, in input order
   int n_tokens = 0;               // rows of the pass
   int n_decode_rows = 0;
-  int chunk = 0;                   // the prefill chunk of this pass (0: no prefill candidates)
-  bool background_held = false;    // interactive work or the budget held background prefill back in this pass
-  bool background_served = false;  // some background prefill is in this pass
-  bool budgeted = false;           // rule 6 applied: the budget cut or left out some prefill
-  double predicted_ms = 0;         // what the cost model predicts for the pass (0 without one)
+  int chunk = 0;                 // the prefill chunk of this pass (0: no prefill candidates)
+  bool background_held = false;  // interactive work or the budget held background prefill back in this pass
+  bool budgeted = false;         // rule 6 applied: the budget cut or left out some prefill
+  double predicted_ms = 0;       // what the cost model predicts for the pass (0 without one)
   bool empty() const { return n_tokens == 0; }
 };
 
-// A lane's passes_waiting after a pass planned as `plan` (rule 4). Background lanes count as one: 0 after a
-// pass that let background prefill in or held none back, one more after a pass that held it back. Other
-// lanes: served a whole chunk (or the rest of its prefill): 0; served part of a chunk (the end of the pass's
-// room, or the budget): unchanged; not served: one more.
+// A lane's passes_waiting after a pass planned as `plan` (rule 4). A background lane: served, however much
+// (the budget gives partial chunks): 0; not served: one more while interactive work or the budget held
+// background back, else 0. Other lanes: served a whole chunk (or the rest of its prefill): 0; served part of
+// a chunk (the end of the pass's room, or the budget): unchanged; not served: one more.
 int next_wait(const LaneDemand& lane, const LaneGrant& grant, const PassPlan& plan);
 
 // Which tenant each class served last, so that the next pass starts after it. Kept between passes.

@@ -184,7 +184,11 @@ TEST(MultiTenant, FlashRoundsOfSeveralSessionsSharePassesAndAnswerAsAlone) {
 }
 
 TEST(MultiTenant, ManySessionsIngestTogetherAndNoneStarvesBesideQuestions) {
-  AOI_SERVICE(svc, 10 * 3584, 128, 7);
+  // Without the pass-time budget: it cuts chunks by the wall time passes take, so the passes a version needs
+  // would depend on the machine's speed (under ThreadSanitizer a turn moved fewer tokens and a session waited
+  // 220 passes against the bound of 198). The budget's own fairness is tested on a simulated machine
+  // (tests/unit/sched/pass_plan_test.cpp, PassBudget).
+  AOI_SERVICE(svc, 10 * 3584, 128, 7, [](ServiceParams& p) { p.loop.interactive_budget_ms = 0; });
   const int n = 6;
   std::mutex mu;
   std::map<std::string, std::vector<std::uint64_t>> version_passes;  // session -> the pass count at each version
