@@ -20,7 +20,7 @@ esac
 # fetches llama.cpp's source (scripts/fetch-llama.sh).
 packages=(
   build-essential cmake git ca-certificates pkg-config ccache
-  libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libhiredis-dev librdkafka-dev libmosquitto-dev libssl-dev
+  libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libhiredis-dev librdkafka-dev libmosquitto-dev libnats-dev libssl-dev
   curl python3
 )
 # Tests and benchmarks only: GoogleTest (tests/unit), Google Benchmark (bench/ring, bench/render), gnuplot (the
@@ -30,14 +30,15 @@ packages=(
 # python3-wheel (the Python client's tests install clients/python into a venv, offline, as its README says),
 # systemd for systemd-analyze (tests/scripts/deploy_test.sh verifies deploy/aoi.service; nothing is started),
 # the brokers the source tests start on loopback (redis-server and mosquitto, with redis-cli and mosquitto_pub to
-# produce; Kafka has no broker package: its tests run librdkafka's mock cluster, and produce with kcat).
+# produce; Kafka has no broker package: its tests run librdkafka's mock cluster, and produce with kcat), NATS
+# (nats-server with JetStream: the NATS source and the cluster tests) and HAProxy in front of the cluster tests.
 test_packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   gnuplot-nox prometheus chromium
   clang libclang-rt-dev
   python3-venv python3-wheel
   systemd
-  redis-server redis-tools kcat mosquitto mosquitto-clients
+  redis-server redis-tools kcat mosquitto mosquitto-clients nats-server haproxy
 )
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
