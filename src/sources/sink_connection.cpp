@@ -42,6 +42,7 @@ Result<std::unique_ptr<SinkConnection>> connect_sink(const SinkUrl& url, std::ch
       if (!publisher) return publisher.error();
       return std::unique_ptr<SinkConnection>(std::move(publisher).value());
     }
+    case SourceUrl::Broker::kNats: return Error::invalid("sink.url", "nats:// is a source, not a sink");
   }
   return Error::invalid("sink.url", "unknown sink");
 }

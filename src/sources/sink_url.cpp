@@ -12,6 +12,10 @@ Result<SinkUrl> parse_sink_url(std::string_view url) {
   SinkUrl out;
   const bool http = url.starts_with("http://");
   const bool https = url.starts_with("https://");
+  if (url.starts_with("nats://")) {
+    return Error::invalid("sink.url",
+                          "nats:// is a source, not a sink (kafka://, redis://, mqtt://, http://, https://)");
+  }
   if (!http && !https) {
     auto broker = parse_source_url(url);
     if (!broker) {

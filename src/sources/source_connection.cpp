@@ -6,6 +6,7 @@
 #include "aoi/common/fnv1a.h"
 #include "aoi/sources/kafka_partition.h"
 #include "aoi/sources/mqtt_subscription.h"
+#include "aoi/sources/nats_stream.h"
 #include "aoi/sources/redis_stream.h"
 
 namespace aoi::sources {
@@ -32,6 +33,11 @@ Result<std::unique_ptr<SourceConnection>> connect_source(const SourceUrl& url, s
       auto subscription = MqttSubscription::connect(url, timeout, session_id.empty() ? "" : client + ":" + filter);
       if (!subscription) return subscription.error();
       return std::unique_ptr<SourceConnection>(std::move(subscription).value());
+    }
+    case SourceUrl::Broker::kNats: {
+      auto stream = NatsStream::connect(url, timeout, client);
+      if (!stream) return stream.error();
+      return std::unique_ptr<SourceConnection>(std::move(stream).value());
     }
   }
   return Error::invalid("source.url", "unknown broker");

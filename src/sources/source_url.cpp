@@ -28,6 +28,41 @@ Result<std::string> unescape(std::string_view s) {
   return out;
 }
 
+// A NATS subject or subject filter: dot-separated tokens, none empty, no white space, `>` only as the last.
+Status check_nats_subject(std::string_view subject) {
+  if (subject.find_first_of(" \t\r\n") != std::string_view::npos) return bad_url("a NATS subject has no spaces");
+  for (size_t begin = 0;;) {
+    const size_t dot = subject.find('.', begin);
+    const std::string_view token = subject.substr(begin, dot == std::string_view::npos ? dot : dot - begin);
+    if (token.empty()) return bad_url("subject '" + std::string(subject) + "' has an empty token");
+    if (token == ">" && dot != std::string_view::npos) {
+      return bad_url("subject '" + std::string(subject) + "': '>' is its last token");
+    }
+    if (dot == std::string_view::npos) return {};
+    begin = dot + 1;
+  }
+}
+
+// A secret (a password, a token) from the environment variable or the file the URL names; empty when it names
+// neither. The error names the variable or file, never what it holds.
+Result<std::string> read_secret(const std::string& what, const std::string& env, const std::string& file) {
+  if (!env.empty()) {
+    const char* v = std::getenv(env.c_str());
+    if (v == nullptr) return bad_url("the environment variable " + env + " is not set");
+    return std::string(v);
+  }
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) return bad_url("the " + what + " file " + file + " cannot be read");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string secret = text.str();
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+    return secret;
+  }
+  return std::string();
+}
+
 }  // namespace
 
 Result<Endpoint> parse_endpoint(std::string_view authority, int default_port) {
@@ -79,18 +114,24 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
     out.broker = SourceUrl::Broker::kKafka;
   } else if (scheme == "mqtt") {
     out.broker = SourceUrl::Broker::kMqtt;
+  } else if (scheme == "nats") {
+    out.broker = SourceUrl::Broker::kNats;
   } else {
-    return bad_url("unknown scheme '" + std::string(scheme) + "' (redis://, kafka://, mqtt://)");
+    return bad_url("unknown scheme '" + std::string(scheme) + "' (redis://, kafka://, mqtt://, nats://)");
   }
   const bool kafka = out.broker == SourceUrl::Broker::kKafka;
   const bool mqtt = out.broker == SourceUrl::Broker::kMqtt;
+  const bool nats = out.broker == SourceUrl::Broker::kNats;
   std::string_view rest = url.substr(scheme_end + 3);
   const size_t q = rest.find('?');
   std::string_view query = q == std::string_view::npos ? std::string_view() : rest.substr(q + 1);
   rest = rest.substr(0, q);
   const size_t slash = rest.find('/');
   if (slash == std::string_view::npos || slash + 1 == rest.size()) {
-    return bad_url(kafka ? "the topic is missing" : mqtt ? "the topic filter is missing" : "the stream key is missing");
+    return bad_url(kafka  ? "the topic is missing"
+                   : mqtt ? "the topic filter is missing"
+                   : nats ? "the subject is missing"
+                          : "the stream key is missing");
   }
   std::string_view authority = rest.substr(0, slash);
   if (authority.find('@') != std::string_view::npos) {
@@ -99,10 +140,15 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
   auto topic = unescape(rest.substr(slash + 1));
   if (!topic) return topic.error();
   out.topic = std::move(topic).value();
+  if (nats) {
+    if (Status valid = check_nats_subject(out.topic); !valid) return valid.error();
+  }
   for (;;) {
     const size_t comma = authority.find(',');
-    if (comma != std::string_view::npos && !kafka) return bad_url("one host:port (several are for kafka://)");
-    auto endpoint = parse_endpoint(authority.substr(0, comma), kafka ? 9092 : mqtt ? 1883 : 6379);
+    if (comma != std::string_view::npos && !kafka && !nats) {
+      return bad_url("one host:port (several are for kafka:// and nats://)");
+    }
+    auto endpoint = parse_endpoint(authority.substr(0, comma), kafka ? 9092 : mqtt ? 1883 : nats ? 4222 : 6379);
     if (!endpoint) return endpoint.error();
     out.endpoints.push_back(std::move(endpoint).value());
     if (comma == std::string_view::npos) break;
@@ -111,6 +157,7 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
   const std::string options = kafka  ? "partition, key, start, group, security_protocol, sasl_mechanism, username, "
                                        "password_env, password_file"
                               : mqtt ? "qos, username, password_env, password_file"
+                              : nats ? "stream, start, username, password_env, password_file, token_env, token_file"
                                      : "start, group, username, password_env, password_file";
   while (!query.empty()) {
     const size_t amp = query.find('&');
@@ -124,6 +171,11 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
     if (mqtt && (name == "start" || name == "group")) {
       return bad_url("mqtt:// takes no " + name + ": the broker's persistent session holds the place (" + options +
                      ")");
+    } else if (nats && name == "group") {
+      return bad_url(
+          "nats:// takes no group: the session's position is the stream sequence its snapshots hold, and nothing is "
+          "committed to the server (" +
+          options + ")");
     } else if (name == "start") {
       if (*value != "0" && *value != "$") return bad_url("start is 0 (from the first entry) or $ (new entries only)");
       out.start = *value;
@@ -153,6 +205,16 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
       out.security_protocol = *value;
     } else if (kafka && name == "sasl_mechanism") {
       out.sasl_mechanism = *value;
+    } else if (nats && name == "stream") {
+      // What a JetStream stream's name may not hold (the server refuses it, and it is part of API subjects).
+      if (value->empty() || value->find_first_of(".*> \t\r\n/\\") != std::string::npos) {
+        return bad_url("stream names a JetStream stream (no '.', '*', '>', '/', '\\' or spaces)");
+      }
+      out.stream = *value;
+    } else if (nats && name == "token_env") {
+      out.token_env = *value;
+    } else if (nats && name == "token_file") {
+      out.token_file = *value;
     } else {
       return bad_url("unknown option '" + name + "' (" + options + ")");
     }
@@ -160,25 +222,21 @@ Result<SourceUrl> parse_source_url(std::string_view url) {
   if (!out.password_env.empty() && !out.password_file.empty()) {
     return bad_url("password_env and password_file: one of them");
   }
+  if (nats) {
+    if (out.stream.empty()) return bad_url("nats:// needs stream=NAME, the JetStream stream that holds the subject");
+    if (!out.token_env.empty() && !out.token_file.empty()) return bad_url("token_env and token_file: one of them");
+    const bool token = !out.token_env.empty() || !out.token_file.empty();
+    if (token && (!out.username.empty() || !out.password_env.empty() || !out.password_file.empty())) {
+      return bad_url("a token or a username and password, not both");
+    }
+  }
   return out;
 }
 
 Result<std::string> source_password(const SourceUrl& url) {
-  if (!url.password_env.empty()) {
-    const char* v = std::getenv(url.password_env.c_str());
-    if (v == nullptr) return bad_url("the environment variable " + url.password_env + " is not set");
-    return std::string(v);
-  }
-  if (!url.password_file.empty()) {
-    std::ifstream in(url.password_file);
-    if (!in) return bad_url("the password file " + url.password_file + " cannot be read");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string password = text.str();
-    while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) password.pop_back();
-    return password;
-  }
-  return std::string();
+  return read_secret("password", url.password_env, url.password_file);
 }
+
+Result<std::string> source_token(const SourceUrl& url) { return read_secret("token", url.token_env, url.token_file); }
 
 }  // namespace aoi::sources

@@ -14,6 +14,7 @@ export const KAFKA_MOCK = process.env.AOI_KAFKA_MOCK;
 export const KCAT = process.env.AOI_KCAT || '/usr/bin/kcat';
 export const MOSQUITTO = process.env.AOI_MOSQUITTO || '/usr/sbin/mosquitto';
 export const MOSQUITTO_PUB = process.env.AOI_MOSQUITTO_PUB || '/usr/bin/mosquitto_pub';
+export const NATS_SERVER = process.env.AOI_NATS_SERVER || '/usr/sbin/nats-server';
 
 // mosquitto on `port`, with persistence in `dir` (a broker that keeps its clients' sessions across a restart);
 // resolves once it takes a publish.
@@ -93,4 +94,34 @@ export async function startKafkaMock() {
     await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', resolve)));
   };
   return { child, bootstrap: first.split(' ')[1], ask, stop };
+}
+
+// nats-server on `port` with JetStream, its streams stored in `dir` (kept across a restart); with `monitorPort`
+// its monitoring endpoint too (/connz lists the connections by name), with `token` only clients that present
+// it. Resolves once JetStream answers a client (the npm package `nats`).
+export async function startNats(port, dir, { monitorPort, token } = {}) {
+  assert.ok(spawnSync(NATS_SERVER, ['--version']).status === 0,
+    `${NATS_SERVER} is missing: Debian's nats-server is needed (scripts/setup.sh --tests)`);
+  const { connect } = await import('nats');
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir];
+  if (monitorPort) args.push('-m', String(monitorPort));
+  if (token) args.push('--auth', token);
+  const child = spawn(NATS_SERVER, args, { stdio: 'ignore' });
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    assert.equal(child.exitCode, null, `nats-server ${args.join(' ')} exited with status ${child.exitCode}`);
+    try {
+      const nc = await connect({ servers: `127.0.0.1:${port}`, token, reconnect: false, timeout: 1000 });
+      try {
+        await nc.jetstreamManager();  // asks JetStream for the account's information
+      } finally {
+        await nc.close();
+      }
+      break;
+    } catch (e) {
+      assert.ok(Date.now() < deadline, `nats-server did not answer with JetStream within 20 s: ${e.message}`);
+      await sleep(50);
+    }
+  }
+  return child;
 }

@@ -126,7 +126,7 @@ test('a source that is no source, or cannot be reached, is refused at creation n
   const server = await startServer({ memoryOnly: true });
   try {
     const create = (source) => post(server, '/v1/sessions', { source });
-    expectError(await create({ url: 'nats://127.0.0.1:4222/ticks' }), 422, 'invalid_value', 'source.url');
+    expectError(await create({ url: 'amqp://127.0.0.1:5672/ticks' }), 422, 'invalid_value', 'source.url');
     expectError(await create({ url: 'redis://127.0.0.1:6379' }), 422, 'invalid_value', 'source.url');
     expectError(await create({ url: 'redis://user:secret@127.0.0.1:6379/k' }), 422, 'invalid_value', 'source.url');
     expectError(await create({ url: sourceUrl('k'), format: 'xml' }), 422, 'invalid_value', 'source.format');
