@@ -44,7 +44,7 @@ ARG CUDA_PACKAGE_VERSION=12-6
 # What the binary links besides libc and libstdc++ (tests/scripts/deploy_test.sh checks this list against it),
 # and curl for the health check.
 RUN apt-get update -qq \
-    && apt-get install -y -qq --no-install-recommends libgomp1 libspdlog1.10 libfmt9 libhiredis0.14 librdkafka1 libmosquitto1 curl ca-certificates \
+    && apt-get install -y -qq --no-install-recommends libgomp1 libspdlog1.10 libfmt9 libhiredis0.14 librdkafka1 libmosquitto1 libnats3.4 curl ca-certificates \
     && if [ "$AOI_CUDA" = ON ]; then \
          curl -fsSLo /tmp/cuda-keyring.deb \
            https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb \

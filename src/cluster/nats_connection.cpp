@@ -3,73 +3,53 @@
 #include <nats/nats.h>
 
 #include "aoi/cluster/kv_bucket.h"
-#include "aoi/sources/source_url.h"
+#include "aoi/sources/nats_open.h"
 #include "kv_bucket_impl.h"
+#include "nats_connection_impl.h"
 #include "nats_status.h"
 
 namespace aoi::cluster {
 
-struct NatsConnection::Impl {
-  natsConnection* conn = nullptr;
-  jsCtx* js = nullptr;
-  ~Impl() {
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(conn);
-  }
-};
-
-Result<std::vector<std::string>> NatsConnection::parse_servers(std::string_view url) {
+Result<std::vector<sources::Endpoint>> NatsConnection::parse_servers(std::string_view url) {
   constexpr std::string_view kScheme = "nats://";
   if (!url.starts_with(kScheme)) return Error::invalid("cluster", "the cluster is a URL nats://HOST:PORT[,HOST:PORT]");
   std::string_view rest = url.substr(kScheme.size());
   if (rest.find_first_of("/?@") != std::string_view::npos) {
     return Error::invalid("cluster", "nats://HOST:PORT[,HOST:PORT]: no path, options or credentials");
   }
-  std::vector<std::string> servers;
+  std::vector<sources::Endpoint> servers;
   while (true) {
     const size_t comma = rest.find(',');
     auto endpoint = sources::parse_endpoint(rest.substr(0, comma), 4222);
     if (!endpoint) return Error::invalid("cluster", endpoint.error().message);
-    const bool v6 = endpoint->host.find(':') != std::string::npos;
-    servers.push_back("nats://" + (v6 ? "[" + endpoint->host + "]" : endpoint->host) + ":" +
-                      std::to_string(endpoint->port));
+    servers.push_back(std::move(endpoint).value());
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
   }
   return servers;
 }
 
-NatsConnection::NatsConnection(std::unique_ptr<Impl> impl, std::string where)
-    : impl_(std::move(impl)), where_(std::move(where)) {}
+NatsConnection::NatsConnection(std::unique_ptr<Impl> impl, std::vector<sources::Endpoint> servers)
+    : impl_(std::move(impl)), servers_(std::move(servers)), where_(sources::nats_where(servers_)) {}
 
 NatsConnection::~NatsConnection() = default;
 
-Result<std::unique_ptr<NatsConnection>> NatsConnection::connect(const std::vector<std::string>& servers,
+Result<std::unique_ptr<NatsConnection>> NatsConnection::connect(std::vector<sources::Endpoint> servers,
                                                                 std::string name, std::chrono::milliseconds timeout) {
-  std::string where;
-  for (const auto& s : servers) where += (where.empty() ? "" : ",") + s;
-  std::vector<const char*> urls;
-  for (const auto& s : servers) urls.push_back(s.c_str());
-  natsOptions* raw_opts = nullptr;
-  if (natsOptions_Create(&raw_opts) != NATS_OK) return Error::internal("nats: cannot create options");
-  std::unique_ptr<natsOptions, void (*)(natsOptions*)> opts(raw_opts, natsOptions_Destroy);
-  natsStatus s = natsOptions_SetServers(opts.get(), urls.data(), static_cast<int>(urls.size()));
-  if (s == NATS_OK) s = natsOptions_SetName(opts.get(), name.c_str());
-  if (s == NATS_OK) s = natsOptions_SetTimeout(opts.get(), timeout.count());
   // Once connected, it keeps trying every server of the list for as long as the replica lives: an outage of
   // the NATS cluster pauses coordination (leases are not renewed, then lapse), it does not end the replica.
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts.get(), -1);
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts.get(), 100);
-  if (s != NATS_OK) return Error::internal("nats options: " + status_text(s));
+  auto conn = sources::nats_open(sources::NatsOpen{.endpoints = servers, .name = std::move(name), .timeout = timeout});
+  if (!conn) return conn.error();
   auto impl = std::make_unique<Impl>();
-  s = natsConnection_Connect(&impl->conn, opts.get());
-  if (s != NATS_OK) return Error::not_ready("nats " + where + ": " + status_text(s));
+  impl->conn = conn->release();
   jsOptions js_opts;
   jsOptions_Init(&js_opts);
   js_opts.Wait = timeout.count();
-  s = natsConnection_JetStream(&impl->js, impl->conn, &js_opts);
-  if (s != NATS_OK) return Error::not_ready("nats " + where + ": JetStream: " + status_text(s));
-  return std::unique_ptr<NatsConnection>(new NatsConnection(std::move(impl), std::move(where)));
+  impl->wait_ms = timeout.count();
+  if (natsStatus s = natsConnection_JetStream(&impl->js, impl->conn, &js_opts); s != NATS_OK) {
+    return Error::not_ready(sources::nats_where(servers) + ": JetStream: " + status_text(s));
+  }
+  return std::unique_ptr<NatsConnection>(new NatsConnection(std::move(impl), std::move(servers)));
 }
 
 bool NatsConnection::connected() const { return natsConnection_Status(impl_->conn) == NATS_CONN_STATUS_CONNECTED; }
@@ -90,12 +70,12 @@ Result<std::unique_ptr<KvBucket>> NatsConnection::bucket(const BucketSpec& spec)
       const std::string why = status_text(s);
       // Another replica may have created it meanwhile: take that one.
       if (js_KeyValue(&kv, impl_->js, spec.name.c_str()) != NATS_OK) {
-        return Error::not_ready("nats " + where_ + ": bucket " + spec.name + ": " + why);
+        return Error::not_ready(where_ + ": bucket " + spec.name + ": " + why);
       }
       s = NATS_OK;
     }
   }
-  if (s != NATS_OK) return Error::not_ready("nats " + where_ + ": bucket " + spec.name + ": " + status_text(s));
+  if (s != NATS_OK) return Error::not_ready(where_ + ": bucket " + spec.name + ": " + status_text(s));
   auto impl = std::make_unique<KvBucket::Impl>();
   impl->kv = kv;
   impl->name = spec.name;

@@ -7,17 +7,12 @@
 #include <string>
 
 #include "aoi/common/error.h"
+#include "aoi/sources/nats_open.h"
 
 namespace aoi::cluster {
 
 // The status's text, with the detail libnats kept for this thread's last error.
-inline std::string status_text(natsStatus s) {
-  std::string text = natsStatus_GetText(s);
-  natsStatus last = NATS_OK;
-  const char* detail = nats_GetLastError(&last);
-  if (detail != nullptr && *detail != '\0' && last == s) text += std::string(": ") + detail;
-  return text;
-}
+inline std::string status_text(natsStatus s) { return sources::nats_status_text(s); }
 
 // No server answered in time, or none is connected: the operation may well succeed later.
 inline bool unanswered(natsStatus s) {

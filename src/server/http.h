@@ -1,6 +1,8 @@
 // Types shared by the server's route handlers.
 #pragma once
 
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without including it
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -31,6 +33,10 @@ class SinkManager;
 class SourceManager;
 }  // namespace aoi::sources
 
+namespace aoi::cluster {
+class ClusterNode;
+}
+
 namespace aoi::server {
 
 namespace net = boost::asio;
@@ -58,6 +64,7 @@ struct Call {
   std::shared_ptr<service::SessionHandle> session;
   sources::SourceManager* sources = nullptr;  // the source sessions' consumers; null when none run
   sources::SinkManager* sinks = nullptr;      // the flash queries' sinks; null when none run
+  cluster::ClusterNode* cluster = nullptr;    // this replica of a cluster (aoi serve --cluster); null: one server
 };
 
 // 429 naming the quota, with Retry-After.

@@ -5,6 +5,7 @@
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
 #include "aoi/sources/source_manager.h"
+#include "cluster_api.h"
 #include "http.h"
 
 namespace aoi::server {
@@ -57,6 +58,7 @@ net::awaitable<Outcome> metrics(Call& call) {
   }
   res.body() = call.metrics.render(call.service.stats(), sessions, tenants, call.options.metrics_per_session,
                                    sources ? &*sources : nullptr);
+  if (call.cluster != nullptr) res.body() += cluster_metrics(*call.cluster);
   res.prepare_payload();
   co_return Outcome{std::move(res)};
 }

@@ -26,6 +26,7 @@
 #include "aoi/server/http_error.h"
 #include "aoi/server/metrics.h"
 #include "aoi/service/service.h"
+#include "cluster_api.h"
 #include "cors.h"
 #include "http.h"
 #include "http_request.h"
@@ -190,6 +191,7 @@ struct Server::Impl {
   std::atomic<service::Service*> service{nullptr};
   std::atomic<sources::SourceManager*> sources{nullptr};
   std::atomic<sources::SinkManager*> sinks{nullptr};
+  std::atomic<cluster::ClusterNode*> cluster{nullptr};
   std::vector<Route> routes;
   Metrics metrics;
   std::atomic<bool> stopped{false};
@@ -336,17 +338,37 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
   // exist for this caller: the same 404 as an unknown id, on every route under the session (data, questions,
   // events, sockets, flash, snapshots).
   std::shared_ptr<service::SessionHandle> session;
-  if (found->pattern.rfind("/v1/sessions/{id}", 0) == 0) {
-    session = svc->handle(params[0]);
+  cluster::ClusterNode* node = cluster.load();
+  // In a cluster, a push goes to the session's stream from here, whoever holds the session.
+  const bool push_to_stream = node != nullptr && found->pattern == "/v1/sessions/{id}/data";
+  if (found->pattern.rfind("/v1/sessions/{id}", 0) == 0 && !push_to_stream) {
+    if (node != nullptr && tenant != nullptr) {
+      ClusterRouting routing = co_await route_in_cluster(*node, *svc, req, stream, params[0], *tenant);
+      if (routing.outcome) co_return std::move(*routing.outcome);
+      session = std::move(routing.session);
+    } else {
+      session = svc->handle(params[0]);
+    }
     if (session == nullptr || tenant == nullptr || !may_see(*tenant, *session)) {
       co_return Outcome{error_response(req, Error::not_found("unknown session: " + params[0]))};
     }
   }
   // A public route without a key: a caller that owns nothing and may see nothing.
   if (tenant == nullptr) tenant = std::make_shared<const Tenant>(Tenant{"(public)", false, {}});
-  Call call{options,           *svc,        metrics,           req,    stream,
-            std::move(params), query,       std::move(tenant), quotas, std::move(session),
-            sources.load(),    sinks.load()};
+  Call call{options,
+            *svc,
+            metrics,
+            req,
+            stream,
+            std::move(params),
+            query,
+            std::move(tenant),
+            quotas,
+            std::move(session),
+            sources.load(),
+            sinks.load(),
+            node};
+  if (push_to_stream) co_return co_await push_in_cluster(call, call.params[0]);
   co_return co_await found->handler(call);
 }
 
@@ -490,6 +512,8 @@ void Server::set_service(service::Service* service, sources::SourceManager* sour
   impl_->sinks = sinks;
   impl_->service = service;
 }
+
+void Server::set_cluster(cluster::ClusterNode* node) { impl_->cluster = node; }
 
 std::uint16_t Server::port() const {
   boost::system::error_code ec;

@@ -1,5 +1,7 @@
 #include "session_json.h"
 
+#include "aoi/server/server.h"
+
 #include <regex>
 
 #include "aoi/engine/model.h"
@@ -359,6 +361,10 @@ json answer_json(const service::QueryOutcome& o, bool details) {
     out["details"] = {{"token_ids", a.tokens}, {"steps", steps}};
   }
   return out;
+}
+
+Result<session::SessionConfig> session_config_from_request(const nlohmann::json& body) {
+  return parse_session_config(body);
 }
 
 }  // namespace aoi::server

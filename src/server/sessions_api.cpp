@@ -14,6 +14,7 @@
 #include "aoi/sources/source_url.h"
 #include "aoi/store/snapshot_file.h"
 #include "async.h"
+#include "cluster_api.h"
 #include "event_json.h"
 #include "http.h"
 #include "json_fields.h"
@@ -176,6 +177,21 @@ net::awaitable<Outcome> create_session(Call& call) {
   if (is_snapshot_upload(call.request)) co_return co_await import_session(call);
   AOI_TRY(body, parse_object(call.request.body()));
   AOI_TRY(config, parse_session_config(body));
+  if (call.cluster != nullptr) {
+    if (config.source) {
+      co_return Outcome{
+          error_response(call.request, Error::invalid("source",
+                                                      "a cluster's session takes its records through the cluster: "
+                                                      "push them to any replica"))};
+    }
+    std::string id = config.id.empty() ? cluster_session_id() : config.id;
+    if (!Service::valid_session_id(id)) {
+      co_return Outcome{
+          error_response(call.request, Error::invalid("id", "1 to 64 letters, digits, '-', '_' or '.', not first"))};
+    }
+    body["id"] = id;
+    co_return co_await create_in_cluster(call, std::move(body), id);
+  }
   if (config.source) {
     // A source that cannot be reached now is refused now (naming it), not retried in the background.
     if (call.sources == nullptr) {
@@ -207,10 +223,13 @@ net::awaitable<Outcome> list_sessions(Call& call) {
 
 net::awaitable<Outcome> get_session(Call& call) {
   const service::SessionHandle& h = *call.session;
-  co_return Outcome{json_response(call.request, http::status::ok, session_json(*h.view(), h, call.sources))};
+  json out = session_json(*h.view(), h, call.sources);
+  if (call.cluster != nullptr) out["replica"] = call.cluster->self().id;  // the holder, answering
+  co_return Outcome{json_response(call.request, http::status::ok, out)};
 }
 
 net::awaitable<Outcome> delete_session(Call& call) {
+  if (call.cluster != nullptr) co_return co_await delete_in_cluster(call);
   const std::string& id = call.session->id();
   service::DeleteSession remove;
   auto deleted = co_await submit(call.service, call.session, remove);

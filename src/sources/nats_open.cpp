@@ -1,4 +1,4 @@
-#include "nats_open.h"
+#include "aoi/sources/nats_open.h"
 
 #include <spdlog/spdlog.h>
 

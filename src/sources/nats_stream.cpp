@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "nats_open.h"
+#include "aoi/sources/nats_open.h"
 
 namespace aoi::sources {
 namespace {

@@ -157,10 +157,4 @@ std::string NatsCluster::url() const {
   return out;
 }
 
-std::vector<std::string> NatsCluster::servers() const {
-  std::vector<std::string> out;
-  for (const auto& n : nodes_) out.push_back(n->url());
-  return out;
-}
-
 }  // namespace aoi::test

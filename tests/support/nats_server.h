@@ -53,7 +53,6 @@ class NatsCluster {
   NatsNode& node(int i) { return *nodes_[i]; }
   // "nats://127.0.0.1:P1,127.0.0.1:P2,...": what a replica is given.
   std::string url() const;
-  std::vector<std::string> servers() const;
 
  private:
   std::vector<std::unique_ptr<NatsNode>> nodes_;

@@ -10,12 +10,15 @@
 #include <filesystem>
 #include <thread>
 
+#include <unistd.h>
+
 #include <netdb.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <arpa/inet.h>
 
+#include "aoi/cluster/cluster_node.h"
 #include "aoi/common/log.h"
 #include "aoi/engine/context.h"
 #include "aoi/engine/devices.h"
@@ -130,6 +133,26 @@ void fit_descriptor_limit(const ServeOptions& o) {
                  static_cast<unsigned long long>(limit.rlim_cur), static_cast<unsigned long long>(limit.rlim_max),
                  static_cast<unsigned long long>(needed), o.max_connections);
   }
+}
+
+// A replica's place in the cluster: its id and address default to this host and port.
+cluster::ClusterParams cluster_params(const ServeOptions& o, const std::string& host, unsigned port) {
+  std::string reachable = url_host(host);
+  if (host == "0.0.0.0" || host == "::") {
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    reachable = name;
+  }
+  cluster::ClusterParams p;
+  p.url = o.cluster;
+  p.replica_id = o.replica_id.empty() ? reachable + "-" + std::to_string(port) : o.replica_id;
+  for (char& c : p.replica_id) {
+    if (c == ':' || c == '[' || c == ']') c = '-';
+  }
+  p.advertise = o.advertise.empty() ? "http://" + url_host(reachable) + ":" + std::to_string(port) : o.advertise;
+  p.lease_ttl = std::chrono::milliseconds(o.lease_ttl_ms);
+  p.copies = o.cluster_copies;
+  return p;
 }
 
 }  // namespace
@@ -252,6 +275,19 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   // Source sessions (read back from the data directory too) start consuming from here on.
   auto sources = std::make_unique<sources::SourceManager>(**service);
   auto sinks = std::make_unique<sources::SinkManager>(**service);  // and flash queries publish to their sinks
+  std::unique_ptr<cluster::ClusterNode> node;
+  if (!o.cluster.empty()) {
+    auto started = cluster::ClusterNode::start(cluster_params(o, so.host, server.port()), **service,
+                                               server::session_config_from_request);
+    if (!started) {
+      spdlog::error("--cluster: {}", started.error().message);
+      server.stop();
+      return 1;
+    }
+    node = std::move(started).value();
+    node->set_sources(sources.get());
+    server.set_cluster(node.get());
+  }
   server.set_service(service->get(), sources.get(), sinks.get());
   const service::ServiceStats stats = (*service)->stats();
   if (model.devices().empty() && o.n_gpu_layers_given && o.n_gpu_layers != 0) {
@@ -302,6 +338,7 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   }
   log::status(stderr, "aoi: %s, stopping\n", sig == SIGINT ? "interrupted" : "terminated");
   server.stop();
+  node.reset();     // the leases given up: other replicas take the sessions at once
   sources.reset();  // no more pushes: what the consumers took is in the logs before the final snapshots
   sinks.reset();
   (*service)->shutdown();

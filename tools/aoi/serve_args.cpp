@@ -454,6 +454,26 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
                  "beyond it the least recently used idle session moves to disk)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  app.add_option("--cluster", o.cluster,
+                 "run as a replica of a cluster coordinated by NATS JetStream (nats://HOST:PORT[,HOST:PORT...]): "
+                 "sessions, their records and their owners live there; any replica answers any request")
+      ->group("Cluster");
+  app.add_option("--replica-id", o.replica_id, "this replica's id in the cluster (default: HOST-PORT)")
+      ->group("Cluster");
+  app.add_option("--advertise", o.advertise,
+                 "where the other replicas reach this one (default: http://HOST:PORT of --host and --port)")
+      ->group("Cluster");
+  app.add_option("--lease-ttl-ms", o.lease_ttl_ms,
+                 "a dead replica's sessions move after this long at most; a live one renews its leases within it")
+      ->check(CLI::Range(500, 600000))
+      ->capture_default_str()
+      ->group("Cluster");
+  app.add_option("--cluster-copies", o.cluster_copies,
+                 "copies of each session's stream and of the cluster's buckets on the NATS servers (3: survives "
+                 "one server's loss on a cluster of three)")
+      ->check(CLI::Range(1, 5))
+      ->capture_default_str()
+      ->group("Cluster");
   app.add_option("--log-format", o.log_format,
                  "log lines (llama.cpp's included) as text, or as json: one object per line with time, level, "
                  "logger and message")
@@ -602,6 +622,12 @@ std::variant<ServeCommand, ServeExit> parse_serve_args(const std::vector<std::st
     }
   }
   o.api_keys = std::move(keys);
+  if (!o.cluster.empty()) {
+    // JetStream is a replica's write-ahead log: a data directory of its own would bring sessions back that
+    // other replicas hold by then.
+    if (!o.data_dir.empty()) return refuse("--data-dir: a cluster's replica keeps its sessions in the cluster");
+    o.memory_only = true;
+  }
   if (o.memory_only) {
     o.data_dir.clear();
   } else if (o.data_dir.empty()) {

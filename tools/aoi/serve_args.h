@@ -64,6 +64,12 @@ struct ServeOptions {
   int snapshot_tokens = 4096;
   int max_stored_sessions = 10000;
   std::string log_format = "text";
+  // A replica of a cluster (--cluster): sessions live in NATS JetStream, not in a data directory.
+  std::string cluster;
+  std::string replica_id;  // default: HOST-PORT
+  std::string advertise;   // default: http://HOST:PORT
+  int lease_ttl_ms = 5000;
+  int cluster_copies = 1;
 };
 
 // A parsed `aoi serve` command line.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "aoi/common/error.h"
+#include "aoi/sources/source_url.h"
 
 namespace aoi::cluster {
 
@@ -31,11 +32,11 @@ class NatsConnection {
  public:
   // "nats://HOST:PORT[,HOST:PORT...]" (the servers of one NATS cluster; the port defaults to 4222). Errors:
   // Error::invalid("cluster", why).
-  static Result<std::vector<std::string>> parse_servers(std::string_view url);
+  static Result<std::vector<sources::Endpoint>> parse_servers(std::string_view url);
 
-  // Connects to one of `servers` within `timeout`, listed by the servers as `name`. Errors: not_ready naming
-  // the servers and why.
-  static Result<std::unique_ptr<NatsConnection>> connect(const std::vector<std::string>& servers, std::string name,
+  // Connects to one of `servers` within `timeout` (sources/nats_open.h: reconnecting for as long as it lives),
+  // listed by the servers as `name`. Errors: not_ready naming the servers and why.
+  static Result<std::unique_ptr<NatsConnection>> connect(std::vector<sources::Endpoint> servers, std::string name,
                                                          std::chrono::milliseconds timeout);
   ~NatsConnection();
   NatsConnection(const NatsConnection&) = delete;
@@ -47,13 +48,17 @@ class NatsConnection {
 
   // Whether the connection is up now (it reconnects by itself while it is not).
   bool connected() const;
-  const std::string& servers() const { return where_; }
+  const std::vector<sources::Endpoint>& servers() const { return servers_; }
+  // "nats HOST:PORT,...": how messages name the servers.
+  const std::string& where() const { return where_; }
 
   struct Impl;
+  Impl& impl() { return *impl_; }  // the cluster component's own parts (src/cluster)
 
  private:
-  explicit NatsConnection(std::unique_ptr<Impl> impl, std::string where);
+  NatsConnection(std::unique_ptr<Impl> impl, std::vector<sources::Endpoint> servers);
   std::unique_ptr<Impl> impl_;
+  std::vector<sources::Endpoint> servers_;
   std::string where_;
 };
 

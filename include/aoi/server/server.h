@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "aoi/common/error.h"
+#include "aoi/session/session_config.h"
 
 namespace aoi::service {
 class Service;
@@ -18,6 +21,10 @@ namespace aoi::sources {
 class SinkManager;
 class SourceManager;
 }  // namespace aoi::sources
+
+namespace aoi::cluster {
+class ClusterNode;
+}
 
 namespace aoi::server {
 
@@ -55,6 +62,10 @@ struct ServerOptions {
   std::size_t metrics_per_session = 0;
 };
 
+// The configuration a creation request (POST /v1/sessions, JSON) asks for, with the same checks: what a cluster's
+// replica brings a session up from. Errors: invalid or malformed, naming the field.
+Result<session::SessionConfig> session_config_from_request(const nlohmann::json& body);
+
 class Server {
  public:
   explicit Server(ServerOptions options);
@@ -73,6 +84,9 @@ class Server {
   // they must outlive the server's use of them.
   void set_service(service::Service* service, sources::SourceManager* sources = nullptr,
                    sources::SinkManager* sinks = nullptr);
+  // Cluster mode: requests for sessions this replica does not hold go to their holders, pushes to the
+  // sessions' streams (null: one server). Before set_service; it must outlive the server's use of it.
+  void set_cluster(cluster::ClusterNode* node);
   std::uint16_t port() const;
   // Stops accepting, closes connections, joins the I/O threads. Idempotent.
   void stop();

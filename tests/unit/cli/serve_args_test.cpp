@@ -412,5 +412,18 @@ TEST_F(ServeArgsTest, EveryLlamaServerFlagTheReadmeNames) {
   }
 }
 
+TEST_F(ServeArgsTest, AClusterReplicaKeepsNoDataDirectory) {
+  ServeCommand c = ok({"-m", model_, "--cluster", "nats://127.0.0.1:4222", "--replica-id", "r1"});
+  EXPECT_EQ(c.options.cluster, "nats://127.0.0.1:4222");
+  EXPECT_EQ(c.options.replica_id, "r1");
+  EXPECT_EQ(c.options.lease_ttl_ms, 5000);
+  EXPECT_EQ(c.options.cluster_copies, 1);
+  EXPECT_TRUE(c.options.memory_only);
+  EXPECT_TRUE(c.options.data_dir.empty());
+  refused({"-m", model_, "--cluster", "nats://127.0.0.1:4222", "--data-dir", "/var/lib/aoi"},
+          "--data-dir: a cluster's replica keeps its sessions in the cluster");
+  refused({"-m", model_, "--cluster", "nats://127.0.0.1:4222", "--lease-ttl-ms", "100"}, "--lease-ttl-ms");
+}
+
 }  // namespace
 }  // namespace aoi::cli

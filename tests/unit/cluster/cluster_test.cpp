@@ -15,6 +15,7 @@
 #include "aoi/cluster/membership.h"
 #include "aoi/cluster/nats_connection.h"
 #include "aoi/cluster/rendezvous.h"
+#include "aoi/sources/nats_open.h"
 #include "nats_server.h"
 #include "temp_dir.h"
 
@@ -79,10 +80,10 @@ TEST(BucketKey, EveryValidSessionIdHasAKeyAndComesBack) {
 TEST(NatsServers, ClusterUrlsAreParsedAndRefusalsNameTheField) {
   auto one = NatsConnection::parse_servers("nats://127.0.0.1");
   ASSERT_TRUE(one);
-  EXPECT_EQ(*one, std::vector<std::string>{"nats://127.0.0.1:4222"});
+  EXPECT_EQ(sources::nats_where(*one), "nats 127.0.0.1:4222");
   auto three = NatsConnection::parse_servers("nats://a:1,b:2,[::1]:3");
   ASSERT_TRUE(three);
-  EXPECT_EQ(*three, (std::vector<std::string>{"nats://a:1", "nats://b:2", "nats://[::1]:3"}));
+  EXPECT_EQ(sources::nats_where(*three), "nats a:1,b:2,[::1]:3");
   for (const char* bad : {"http://a:1", "nats://", "nats://a:99999", "nats://u:p@a:1", "nats://a:1/x"}) {
     auto r = NatsConnection::parse_servers(bad);
     ASSERT_FALSE(r) << bad;
@@ -112,7 +113,9 @@ class NatsTest : public ::testing::Test {
     conn_ = connect("test");
   }
   std::unique_ptr<NatsConnection> connect(const std::string& name) {
-    auto c = NatsConnection::connect(cluster_->servers(), name, 2s);
+    auto servers = NatsConnection::parse_servers(cluster_->url());
+    EXPECT_TRUE(servers);
+    auto c = NatsConnection::connect(*servers, name, 2s);
     EXPECT_TRUE(c) << c.error().message;
     return c ? std::move(c).value() : nullptr;
   }

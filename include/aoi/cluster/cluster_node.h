@@ -1,0 +1,158 @@
+// One replica of an aoi cluster (aoi serve --cluster): what it holds, and what it asks the NATS cluster.
+//
+// Every session of the cluster has a definition (SessionCatalogue), a record stream (RecordStreams, the
+// write-ahead log) and, while some replica runs it, a lease (LeaseTable). The replica holding the lease owns
+// the session: it runs it as a local session whose source is the session's stream, and answers its
+// questions; the others forward those to it. A push is published to the stream by whichever replica takes
+// it. Nobody holds a session whose owner died once its lease lapses: the replica that rendezvous hashing over
+// the live replicas (Membership) gives it to takes the lease with a higher epoch and brings it up again from
+// its definition and its stream, which holds every acknowledged record.
+//
+// Threads: a steward thread beats the heartbeat, renews the leases (a session whose lease is lost is dropped
+// here at once) and adopts the sessions that have no holder and are this replica's. Every method is
+// thread-safe and blocks on the NATS cluster (up to its timeout) and on the service: never call one on an I/O
+// or the inference thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "aoi/cluster/kv_bucket.h"
+#include "aoi/cluster/lease_table.h"
+#include "aoi/cluster/membership.h"
+#include "aoi/cluster/nats_connection.h"
+#include "aoi/cluster/record_streams.h"
+#include "aoi/cluster/session_catalogue.h"
+#include "aoi/common/error.h"
+#include "aoi/service/service.h"
+
+namespace aoi::sources {
+class SourceManager;
+}
+
+namespace aoi::cluster {
+
+struct ClusterParams {
+  std::string url;         // --cluster: nats://HOST:PORT[,HOST:PORT...]
+  std::string replica_id;  // --replica-id: unique in the cluster, stable across the replica's restarts
+  std::string advertise;   // --advertise: where the other replicas reach this one (http://HOST:PORT)
+  // A dead replica's sessions wait this long at most before another takes them; a live one renews its leases
+  // several times within it.
+  std::chrono::milliseconds lease_ttl{5000};
+  int copies = 1;  // --cluster-copies: of each stream and bucket on the NATS cluster's servers (3: R3)
+  std::chrono::milliseconds nats_timeout{2000};
+};
+
+// Errors: Error::invalid naming the flag ("cluster", "replica_id", "advertise", "lease_ttl", "copies").
+Status validate(const ClusterParams& params);
+
+class ClusterNode {
+ public:
+  // The session's configuration from its definition: the same checks as a creation on one server.
+  using ParseDefinition = std::function<Result<session::SessionConfig>(const nlohmann::json& request)>;
+
+  // Connects, opens the cluster's buckets, joins, and starts the steward. Errors: invalid (params), not_ready
+  // (the NATS cluster does not answer).
+  static Result<std::unique_ptr<ClusterNode>> start(ClusterParams params, service::Service& service,
+                                                    ParseDefinition parse);
+  // Leaves: the leases are given up (another replica takes the sessions at once) and the local sessions
+  // dropped. Before the service goes.
+  ~ClusterNode();
+  ClusterNode(const ClusterNode&) = delete;
+  ClusterNode& operator=(const ClusterNode&) = delete;
+
+  // Runs `job` on one of the node's workers: how the I/O threads call the blocking methods below. Jobs still
+  // queued when the node goes run on the destructor's thread, before the leases are given up.
+  void post(std::function<void()> job);
+
+  // The source sessions' consumers, poked when a session is brought up (null: none).
+  void set_sources(sources::SourceManager* sources) { sources_ = sources; }
+
+  struct Route {
+    enum class Kind { kHere, kThere, kUnknown };
+    Kind kind = Kind::kUnknown;
+    Replica replica;  // kThere: who holds the session (or should bring it up)
+  };
+  // Where a session's requests go now. One that nobody holds is brought up here when rendezvous hashing gives
+  // it to this replica, or `take` (a request another replica forwarded here for it). Errors: not_ready (the
+  // NATS cluster does not answer; the session is being moved), those of bringing it up.
+  Result<Route> route(std::string_view id, bool take);
+  // The replica that creates a new session with this id (this one: nullopt). Errors: not_ready.
+  Result<std::optional<Replica>> creator(std::string_view id);
+  // Creates a session of the cluster here: its definition, its stream, its lease and the local session.
+  // Errors: conflict (the id exists in the cluster), not_ready, those of creating the session.
+  Result<service::SessionRef> create(std::string_view id, SessionDefinition definition);
+  // Publishes records (one message each) to the session's stream, from any replica. Errors: not_found (no
+  // such session), not_ready.
+  Result<Published> publish(std::string_view id, const std::vector<std::string>& messages,
+                            std::string_view idempotency_key = {});
+  // Deletes a session this replica holds, from the cluster: definition, stream, lease, local session.
+  Status remove(std::string_view id);
+  Result<std::optional<SessionDefinition>> definition(std::string_view id) { return catalogue_->definition(id); }
+  Result<std::vector<std::string>> ids() { return catalogue_->ids(); }
+  Result<std::vector<Replica>> replicas() { return membership_->live(); }
+  // Who holds a session's lease now (none: nobody). Errors: not_ready.
+  Result<std::optional<LeaseHolder>> holder(std::string_view id) { return leases_->holder(id); }
+
+  const Replica& self() const { return membership_->self(); }
+  const ClusterParams& params() const { return params_; }
+  // Sessions held here, and the leases lost since the start (a session dropped because another replica took it,
+  // or because this one could not renew in time).
+  int held() const;
+  std::uint64_t leases_lost() const;
+
+ private:
+  ClusterNode(ClusterParams params, service::Service& service, ParseDefinition parse);
+  // Takes the lease and brings the session up here. Errors: conflict (another replica took it first).
+  Result<service::SessionRef> adopt(std::string_view id, const SessionDefinition& definition);
+  Result<service::SessionRef> start_local(std::string_view id, const SessionDefinition& definition);
+  void drop(const std::string& id, const char* why);
+  void steward();
+  void tend();
+  void work();
+
+  const ClusterParams params_;
+  service::Service& service_;
+  const ParseDefinition parse_;
+  sources::SourceManager* sources_ = nullptr;
+
+  std::unique_ptr<NatsConnection> nats_;
+  std::unique_ptr<KvBucket> replicas_bucket_;
+  std::unique_ptr<KvBucket> leases_bucket_;
+  std::unique_ptr<KvBucket> sessions_bucket_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<LeaseTable> leases_;
+  std::unique_ptr<SessionCatalogue> catalogue_;
+  std::unique_ptr<RecordStreams> streams_;
+
+  struct Held {
+    Lease lease;
+    service::SessionRef session;
+  };
+  // One bring-up at a time: a request and the steward may both find a session without a holder.
+  std::mutex adopt_mu_;
+  mutable std::mutex mu_;
+  std::map<std::string, Held, std::less<>> held_;  // guarded by mu_
+  std::uint64_t leases_lost_ = 0;                  // guarded by mu_
+  bool stopping_ = false;                          // guarded by mu_
+  std::condition_variable wake_;
+  std::thread steward_;
+
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<std::function<void()>> jobs_;  // guarded by jobs_mu_
+  bool jobs_closed_ = false;                // guarded by jobs_mu_
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace aoi::cluster

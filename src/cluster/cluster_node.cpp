@@ -1,0 +1,339 @@
+#include "aoi/cluster/cluster_node.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "aoi/sources/source_manager.h"
+
+namespace aoi::cluster {
+
+// Requests waiting on the NATS cluster at once (a lookup takes a loopback round trip; a bring-up, seconds).
+constexpr int kWorkers = 4;
+constexpr std::chrono::seconds kJetStreamWait{30};
+
+Status validate(const ClusterParams& params) {
+  if (auto servers = NatsConnection::parse_servers(params.url); !servers) return servers.error();
+  if (params.replica_id.empty() || !service::Service::valid_session_id(params.replica_id)) {
+    return Error::invalid("replica_id", "a replica's id is 1 to 64 letters, digits, '-', '_' or '.'");
+  }
+  if (!params.advertise.starts_with("http://")) {
+    return Error::invalid("advertise", "where the other replicas reach this one: http://HOST:PORT");
+  }
+  if (params.lease_ttl < std::chrono::milliseconds(500)) {
+    return Error::invalid("lease_ttl", "at least 500 ms: a lease is renewed several times within it");
+  }
+  if (params.copies < 1 || params.copies > 5) return Error::invalid("copies", "1 to 5 copies");
+  return {};
+}
+
+ClusterNode::ClusterNode(ClusterParams params, service::Service& service, ParseDefinition parse)
+    : params_(std::move(params)), service_(service), parse_(std::move(parse)) {}
+
+Result<std::unique_ptr<ClusterNode>> ClusterNode::start(ClusterParams params, service::Service& service,
+                                                        ParseDefinition parse) {
+  if (Status ok = validate(params); !ok) return ok.error();
+  std::unique_ptr<ClusterNode> node(new ClusterNode(std::move(params), service, std::move(parse)));
+  const ClusterParams& p = node->params_;
+  auto nats =
+      NatsConnection::connect(NatsConnection::parse_servers(p.url).value(), "aoi:" + p.replica_id, p.nats_timeout);
+  if (!nats) return nats.error();
+  node->nats_ = std::move(nats).value();
+  // Leases and heartbeats live in memory (they are worth nothing after a full restart of the NATS cluster, and
+  // expire anyway); definitions on disk.
+  // A NATS cluster started alongside answers JetStream requests only once its servers have elected a leader:
+  // a replica waits for that rather than fail.
+  const auto deadline = std::chrono::steady_clock::now() + kJetStreamWait;
+  auto open = [&](const BucketSpec& spec) {
+    auto b = node->nats_->bucket(spec);
+    while (!b && b.error().type == ErrorType::kNotReady && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      b = node->nats_->bucket(spec);
+    }
+    return b;
+  };
+  auto replicas = open({.name = "aoi-replicas", .ttl = p.lease_ttl, .replicas = p.copies, .memory = true});
+  if (!replicas) return replicas.error();
+  auto leases = open({.name = "aoi-leases", .ttl = p.lease_ttl, .replicas = p.copies, .memory = true});
+  if (!leases) return leases.error();
+  auto sessions = open({.name = "aoi-sessions", .replicas = p.copies});
+  if (!sessions) return sessions.error();
+  node->replicas_bucket_ = std::move(replicas).value();
+  node->leases_bucket_ = std::move(leases).value();
+  node->sessions_bucket_ = std::move(sessions).value();
+  node->membership_ =
+      std::make_unique<Membership>(*node->replicas_bucket_, Replica{.id = p.replica_id, .url = p.advertise});
+  node->leases_ = std::make_unique<LeaseTable>(*node->leases_bucket_, p.lease_ttl, p.replica_id, p.advertise);
+  node->catalogue_ = std::make_unique<SessionCatalogue>(*node->sessions_bucket_);
+  node->streams_ = std::make_unique<RecordStreams>(*node->nats_, p.copies);
+  if (Status joined = node->membership_->heartbeat(); !joined) return joined.error();
+  spdlog::info("cluster: replica {} ({}) joined {} (leases of {} ms, {} cop{})", p.replica_id, p.advertise,
+               node->nats_->where(), p.lease_ttl.count(), p.copies, p.copies == 1 ? "y" : "ies");
+  node->steward_ = std::thread([n = node.get()] { n->steward(); });
+  for (int i = 0; i < kWorkers; ++i) node->workers_.emplace_back([n = node.get()] { n->work(); });
+  return node;
+}
+
+void ClusterNode::post(std::function<void()> job) {
+  {
+    std::lock_guard lock(jobs_mu_);
+    if (!jobs_closed_) {
+      jobs_.push_back(std::move(job));
+      jobs_cv_.notify_one();
+      return;
+    }
+  }
+  job();  // the node is going: run it here rather than lose its answer
+}
+
+void ClusterNode::work() {
+  std::unique_lock lock(jobs_mu_);
+  for (;;) {
+    jobs_cv_.wait(lock, [this] { return jobs_closed_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // closed, and nothing left
+    auto job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    job();
+    lock.lock();
+  }
+}
+
+ClusterNode::~ClusterNode() {
+  {
+    std::lock_guard lock(jobs_mu_);
+    jobs_closed_ = true;
+  }
+  jobs_cv_.notify_all();
+  for (auto& w : workers_) w.join();
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (steward_.joinable()) steward_.join();
+  std::map<std::string, Held, std::less<>> held;
+  {
+    std::lock_guard lock(mu_);
+    held.swap(held_);
+  }
+  for (auto& [id, h] : held) {
+    // Given up first: the next holder may start while this one lets go of its copy.
+    if (Status released = leases_->release(h.lease); !released) {
+      spdlog::warn("cluster: session {}: lease not released ({}): it lapses in {} ms", id, released.error().message,
+                   params_.lease_ttl.count());
+    }
+    (void)service_.run(h.session, service::DeleteSession{});
+  }
+  if (membership_ != nullptr) (void)membership_->leave();
+}
+
+int ClusterNode::held() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(held_.size());
+}
+
+std::uint64_t ClusterNode::leases_lost() const {
+  std::lock_guard lock(mu_);
+  return leases_lost_;
+}
+
+Result<service::SessionRef> ClusterNode::start_local(std::string_view id, const SessionDefinition& definition) {
+  auto config = parse_(definition.request);
+  if (!config) return config.error();
+  config->id = std::string(id);
+  config->owner = definition.owner;
+  config->source = session::SourceConfig{.url = streams_->source_url(id), .format = "json"};
+  auto created = service_.run(service::CreateSession{std::move(config).value()});
+  if (created && sources_ != nullptr) sources_->poke();
+  return created;
+}
+
+Result<service::SessionRef> ClusterNode::adopt(std::string_view id, const SessionDefinition& definition) {
+  auto lease = leases_->acquire(id);
+  if (!lease) return lease.error();
+  if (Status stream = streams_->ensure(id); !stream) {
+    (void)leases_->release(*lease);
+    return stream.error();
+  }
+  auto session = start_local(id, definition);
+  if (!session) {
+    (void)leases_->release(*lease);
+    return session.error();
+  }
+  {
+    std::lock_guard lock(mu_);
+    held_[std::string(id)] = Held{.lease = *lease, .session = *session};
+  }
+  spdlog::info("cluster: session {} is held here (epoch {})", id, lease->epoch);
+  return session;
+}
+
+Result<ClusterNode::Route> ClusterNode::route(std::string_view id, bool take) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = held_.find(id); it != held_.end()) {
+      if (it->second.lease.valid()) return Route{.kind = Route::Kind::kHere};
+      return Error::not_ready("session " + std::string(id) + " is moving between replicas");
+    }
+  }
+  std::lock_guard adopting(adopt_mu_);
+  {
+    std::lock_guard lock(mu_);  // brought up by the steward or another request meanwhile
+    if (held_.contains(id)) return Route{.kind = Route::Kind::kHere};
+  }
+  auto holder = leases_->holder(id);
+  if (!holder) return holder.error();
+  if (*holder && (*holder)->replica != self().id) {
+    return Route{.kind = Route::Kind::kThere, .replica = Replica{.id = (*holder)->replica, .url = (*holder)->url}};
+  }
+  auto definition = catalogue_->definition(id);
+  if (!definition) return definition.error();
+  if (!*definition) return Route{.kind = Route::Kind::kUnknown};
+  if (!take && !*holder) {
+    auto live = membership_->live();
+    if (!live) return live.error();
+    const Replica* owner = rendezvous_owner(id, *live);
+    if (owner != nullptr && owner->id != self().id) return Route{.kind = Route::Kind::kThere, .replica = *owner};
+  }
+  auto adopted = adopt(id, **definition);
+  if (!adopted) {
+    if (adopted.error().type != ErrorType::kConflict) return adopted.error();
+    auto now = leases_->holder(id);  // another replica won the race: go there
+    if (now && *now && (*now)->replica != self().id) {
+      return Route{.kind = Route::Kind::kThere, .replica = Replica{.id = (*now)->replica, .url = (*now)->url}};
+    }
+    return Error::not_ready("session " + std::string(id) + " is being brought up");
+  }
+  return Route{.kind = Route::Kind::kHere};
+}
+
+Result<std::optional<Replica>> ClusterNode::creator(std::string_view id) {
+  auto live = membership_->live();
+  if (!live) return live.error();
+  const Replica* owner = rendezvous_owner(id, *live);
+  if (owner == nullptr || owner->id == self().id) return std::optional<Replica>();
+  return std::optional<Replica>(*owner);
+}
+
+Result<service::SessionRef> ClusterNode::create(std::string_view id, SessionDefinition definition) {
+  std::lock_guard adopting(adopt_mu_);
+  if (Status defined = catalogue_->define(id, definition); !defined) return defined.error();
+  // A stream left by an earlier session of this id would feed its records to this one.
+  if (Status cleared = streams_->remove(id); !cleared) {
+    (void)catalogue_->remove(id);
+    return cleared.error();
+  }
+  auto session = adopt(id, definition);
+  if (!session) (void)catalogue_->remove(id);
+  return session;
+}
+
+Result<Published> ClusterNode::publish(std::string_view id, const std::vector<std::string>& messages,
+                                       std::string_view idempotency_key) {
+  return streams_->publish(id, messages, idempotency_key);
+}
+
+Status ClusterNode::remove(std::string_view id) {
+  std::lock_guard adopting(adopt_mu_);
+  std::optional<Held> held;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = held_.find(id); it != held_.end()) {
+      held = std::move(it->second);
+      held_.erase(it);
+    }
+  }
+  if (!held) return Error::not_ready("session " + std::string(id) + " is not held here");
+  // The definition first: from then on no replica brings the session up again.
+  if (Status removed = catalogue_->remove(id); !removed) {
+    std::lock_guard lock(mu_);
+    held_[std::string(id)] = std::move(*held);
+    return removed;
+  }
+  (void)service_.run(held->session, service::DeleteSession{});
+  if (Status cleared = streams_->remove(id); !cleared) {
+    spdlog::warn("cluster: session {}: its stream stays ({})", id, cleared.error().message);
+  }
+  (void)leases_->release(held->lease);
+  return {};
+}
+
+void ClusterNode::drop(const std::string& id, const char* why) {
+  std::optional<Held> held;
+  {
+    std::lock_guard lock(mu_);
+    auto it = held_.find(id);
+    if (it == held_.end()) return;
+    held = std::move(it->second);
+    held_.erase(it);
+    ++leases_lost_;
+  }
+  spdlog::warn("cluster: session {} dropped here: {}", id, why);
+  (void)service_.run(held->session, service::DeleteSession{});
+}
+
+void ClusterNode::tend() {
+  if (Status beat = membership_->heartbeat(); !beat) {
+    spdlog::warn("cluster: heartbeat: {}", beat.error().message);
+  }
+  // Renew every lease held; a lease lost, or past its deadline unrenewed, is another replica's to take: the
+  // local copy goes at once, before it could answer or ingest as owner.
+  std::vector<std::pair<std::string, Lease>> leases;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, h] : held_) leases.emplace_back(id, h.lease);
+  }
+  for (auto& [id, lease] : leases) {
+    Status renewed = leases_->renew(lease);
+    if (renewed) {
+      std::lock_guard lock(mu_);
+      if (auto it = held_.find(id); it != held_.end() && it->second.lease.epoch == lease.epoch)
+        it->second.lease = lease;
+      continue;
+    }
+    if (renewed.error().type == ErrorType::kConflict) {
+      drop(id, "its lease was lost to another replica");
+    } else if (!lease.valid()) {
+      drop(id, "its lease lapsed unrenewed (the NATS cluster does not answer)");
+    }
+  }
+  // Adopt what nobody holds and hashing gives to this replica (its holder died, or it was never brought up).
+  auto ids = catalogue_->ids();
+  auto live = membership_->live();
+  if (!ids || !live) return;
+  for (const auto& id : *ids) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      if (held_.contains(id)) continue;
+    }
+    const Replica* owner = rendezvous_owner(id, *live);
+    if (owner == nullptr || owner->id != self().id) continue;
+    std::lock_guard adopting(adopt_mu_);
+    {
+      std::lock_guard lock(mu_);
+      if (held_.contains(id)) continue;
+    }
+    auto holder = leases_->holder(id);
+    if (!holder || *holder) continue;
+    auto definition = catalogue_->definition(id);
+    if (!definition || !*definition) continue;
+    if (auto adopted = adopt(id, **definition); !adopted && adopted.error().type != ErrorType::kConflict) {
+      spdlog::warn("cluster: session {} could not be brought up here: {}", id, adopted.error().message);
+    }
+  }
+}
+
+void ClusterNode::steward() {
+  const auto period = params_.lease_ttl / 4;
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    tend();
+    lock.lock();
+    wake_.wait_for(lock, period, [this] { return stopping_; });
+  }
+}
+
+}  // namespace aoi::cluster

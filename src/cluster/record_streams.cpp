@@ -1,0 +1,87 @@
+#include "aoi/cluster/record_streams.h"
+
+#include <nats/nats.h>
+
+#include <algorithm>
+
+#include "aoi/cluster/kv_bucket.h"
+#include "nats_connection_impl.h"
+#include "nats_status.h"
+
+namespace aoi::cluster {
+
+std::string RecordStreams::stream_name(std::string_view session) { return "AOI_REC_" + bucket_key(session); }
+
+std::string RecordStreams::subject(std::string_view session) { return "aoi.rec." + bucket_key(session); }
+
+std::string RecordStreams::source_url(std::string_view session) const {
+  std::string hosts;
+  for (const auto& e : nats_.servers()) {
+    hosts += (hosts.empty() ? "" : ",") + (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" +
+             std::to_string(e.port);
+  }
+  return "nats://" + hosts + "/" + subject(session) + "?stream=" + stream_name(session);
+}
+
+Status RecordStreams::ensure(std::string_view session) {
+  const std::string name = stream_name(session);
+  const std::string subj = subject(session);
+  const char* subjects[] = {subj.c_str()};
+  jsStreamConfig cfg;
+  jsStreamConfig_Init(&cfg);
+  cfg.Name = name.c_str();
+  cfg.Subjects = subjects;
+  cfg.SubjectsLen = 1;
+  cfg.Storage = js_FileStorage;
+  cfg.Replicas = replicas_;
+  jsStreamInfo* info = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_AddStream(&info, nats_.impl().js, &cfg, nullptr, &code);
+  jsStreamInfo_Destroy(info);
+  // Created now, or by an earlier call with the same configuration (JetStream answers that as a success).
+  if (s == NATS_OK) return {};
+  if (code == JSStreamNameExistErr) return {};
+  return Error::not_ready(nats_.where() + ": stream " + name + ": " + status_text(s));
+}
+
+Result<Published> RecordStreams::publish(std::string_view session, const std::vector<std::string>& messages,
+                                         std::string_view idempotency_key) {
+  const std::string subj = subject(session);
+  const std::string name = stream_name(session);
+  jsPubOptions opts;
+  jsPubOptions_Init(&opts);
+  opts.ExpectStream = name.c_str();
+  Published out;
+  // One at a time, each acknowledged before the next: the stream holds them in the order given, and an
+  // error leaves a known prefix published.
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& m = messages[i];
+    const std::string msg_id = idempotency_key.empty() ? "" : std::string(idempotency_key) + "/" + std::to_string(i);
+    opts.MsgId = msg_id.empty() ? nullptr : msg_id.c_str();
+    jsPubAck* ack = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    const natsStatus s =
+        js_Publish(&ack, nats_.impl().js, subj.c_str(), m.data(), static_cast<int>(m.size()), &opts, &code);
+    if (s != NATS_OK) {
+      jsPubAck_Destroy(ack);
+      // No responders too: the stream's servers may be electing a new leader (one of them died).
+      return Error::not_ready(nats_.where() + ": publish to " + name + ": " + status_text(s) +
+                              (out.last_seq != 0 ? " (after seq " + std::to_string(out.last_seq) + ")" : ""));
+    }
+    // A repeated message (its id seen) is acknowledged with the sequence the stream holds it at.
+    if (out.first_seq == 0) out.first_seq = ack->Sequence;
+    out.last_seq = std::max(out.last_seq, ack->Sequence);
+    jsPubAck_Destroy(ack);
+  }
+  return out;
+}
+
+Status RecordStreams::remove(std::string_view session) {
+  const std::string name = stream_name(session);
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s = js_DeleteStream(nats_.impl().js, name.c_str(), nullptr, &code);
+  if (s == NATS_OK || s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) return {};
+  return Error::not_ready(nats_.where() + ": delete stream " + name + ": " + status_text(s));
+}
+
+}  // namespace aoi::cluster

@@ -1,0 +1,167 @@
+#include "cluster_api.h"
+
+#include <random>
+
+#include "aoi/server/http_error.h"
+#include "aoi/service/service.h"
+#include "forward.h"
+#include "records_body.h"
+#include "session_json.h"
+
+namespace aoi::server {
+namespace {
+
+using cluster::ClusterNode;
+using nlohmann::json;
+
+// A record as the message its stream holds: a text record is a JSON string; an object record a JSON object of
+// its (flat) fields, numbers in the client's own spelling: the owner decodes it to the very same record.
+std::string record_message(const service::RecordInput& record) {
+  if (const auto* text = std::get_if<std::string>(&record)) return dump(json(*text));
+  const auto& fields = std::get<ingest::Record>(record).fields();
+  std::string out = "{";
+  for (const auto& [name, value] : fields) {
+    if (out.size() > 1) out += ',';
+    out += dump(json(name)) + ':';
+    if (const auto* s = std::get_if<std::string>(&value)) {
+      out += dump(json(*s));
+    } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
+      out += std::to_string(*i);
+    } else if (const auto* d = std::get_if<double>(&value)) {
+      out += json(*d).dump();
+    } else {
+      out += std::get<ingest::NumberText>(value).lexeme;
+    }
+  }
+  return out + "}";
+}
+
+bool visible(const cluster::SessionDefinition& d, const Tenant& tenant) {
+  return tenant.admin || d.owner == tenant.name;
+}
+
+Result<std::vector<service::RecordInput>> parse_push(const Request& req) {
+  std::string type(req[http::field::content_type]);
+  for (auto& ch : type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (type.rfind("text/plain", 0) == 0) return parse_records_text(req.body());
+  if (type.rfind("application/x-ndjson", 0) == 0 || type.rfind("application/jsonl", 0) == 0 ||
+      type.rfind("application/ndjson", 0) == 0) {
+    return parse_records_ndjson(req.body());
+  }
+  return parse_records_json(req.body());
+}
+
+}  // namespace
+
+std::string cluster_session_id() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char id[24];
+  std::snprintf(id, sizeof(id), "s-%016llx", static_cast<unsigned long long>(rng()));
+  return id;
+}
+
+net::awaitable<ClusterRouting> route_in_cluster(ClusterNode& node, service::Service& service, Request& req,
+                                                beast::tcp_stream& stream, const std::string& id,
+                                                const Tenant& tenant) {
+  const bool forwarded = req.find(kForwardedBy) != req.end();
+  auto lookup = [&node, id, forwarded] { return node.route(id, forwarded); };
+  auto routed = co_await on_cluster<Result<ClusterNode::Route>>(node, lookup);
+  if (!routed) co_return ClusterRouting{.outcome = Outcome{error_response(req, routed.error())}};
+  switch (routed->kind) {
+    case ClusterNode::Route::Kind::kHere: {
+      auto session = service.handle(id);
+      if (session != nullptr && !may_see(tenant, *session)) session = nullptr;
+      co_return ClusterRouting{.session = std::move(session)};
+    }
+    case ClusterNode::Route::Kind::kThere: {
+      if (forwarded) {
+        // Forwarded here by a replica whose view was older than ours: one hop more at most.
+        if (sv(req[kForwardedBy]) == routed->replica.id || req.count(kForwardedBy) > 1) {
+          co_return ClusterRouting{.outcome = Outcome{error_response(
+                                       req, Error::not_ready("session " + id + " is moving between replicas"))}};
+        }
+      }
+      auto outcome = co_await forward(req, stream, routed->replica.url, node.self().id);
+      co_return ClusterRouting{.outcome = std::move(*outcome)};
+    }
+    case ClusterNode::Route::Kind::kUnknown: break;
+  }
+  co_return ClusterRouting{};
+}
+
+net::awaitable<Outcome> push_in_cluster(Call& call, const std::string& id) {
+  ClusterNode& node = *call.cluster;
+  auto lookup = [&node, id] { return node.definition(id); };
+  auto definition = co_await on_cluster<Result<std::optional<cluster::SessionDefinition>>>(node, lookup);
+  if (!definition) co_return Outcome{error_response(call.request, definition.error())};
+  if (!*definition || !visible(**definition, *call.tenant)) {
+    co_return Outcome{error_response(call.request, Error::not_found("unknown session: " + id))};
+  }
+  auto records = parse_push(call.request);
+  if (!records) co_return Outcome{error_response(call.request, records.error())};
+  if (auto refused = call.quotas.take_records(*call.tenant, static_cast<double>(records->size()))) {
+    co_return Outcome{quota_response(call.request, *refused)};
+  }
+  std::vector<std::string> messages;
+  messages.reserve(records->size());
+  for (const auto& r : *records) messages.push_back(record_message(r));
+  const std::string key(call.request["Idempotency-Key"]);
+  if (key.size() > 128)
+    co_return Outcome{error_response(call.request, Error::invalid("Idempotency-Key", "at most 128 bytes"))};
+  auto publish = [&node, id, key, messages = std::move(messages)] { return node.publish(id, messages, key); };
+  auto published = co_await on_cluster<Result<cluster::Published>>(node, publish);
+  if (!published) co_return Outcome{error_response(call.request, published.error())};
+  co_return Outcome{json_response(call.request, http::status::accepted,
+                                  {{"accepted", records->size()},
+                                   {"first_seq", published->first_seq},
+                                   {"last_seq", published->last_seq},
+                                   {"dropped", 0}})};
+}
+
+net::awaitable<Outcome> create_in_cluster(Call& call, json body, const std::string& id) {
+  ClusterNode& node = *call.cluster;
+  if (call.request.find(kForwardedBy) == call.request.end()) {
+    auto ask = [&node, id] { return node.creator(id); };
+    auto creator = co_await on_cluster<Result<std::optional<cluster::Replica>>>(node, ask);
+    if (!creator) co_return Outcome{error_response(call.request, creator.error())};
+    if (*creator) {
+      // The replica that hashing gives the session to creates it: the request goes there as it is, with the id.
+      // One that does not answer (dead, its heartbeat not yet expired) leaves it to this one.
+      call.request.body() = dump(body);
+      call.request.prepare_payload();
+      auto forwarded = co_await forward(call.request, call.stream, (*creator)->url, node.self().id, true);
+      if (forwarded) co_return std::move(*forwarded);
+    }
+  }
+  cluster::SessionDefinition definition{.request = std::move(body),
+                                        .owner = call.tenant->admin ? "" : call.tenant->name};
+  auto create = [&node, id, definition = std::move(definition)] { return node.create(id, definition); };
+  auto created = co_await on_cluster<Result<service::SessionRef>>(node, create);
+  if (!created) co_return Outcome{error_response(call.request, created.error())};
+  const service::SessionView view = *(*created)->view();
+  json out = session_json(view, **created, call.sources);
+  out["replica"] = node.self().id;
+  co_return Outcome{json_response(call.request, http::status::created, out)};
+}
+
+std::string cluster_metrics(const ClusterNode& node) {
+  std::string out;
+  out += "# HELP aoi_cluster_sessions_held Sessions this replica holds the lease of and runs.\n";
+  out += "# TYPE aoi_cluster_sessions_held gauge\n";
+  out += "aoi_cluster_sessions_held " + std::to_string(node.held()) + "\n";
+  out += "# HELP aoi_cluster_leases_lost_total Sessions dropped here because their lease was lost or lapsed.\n";
+  out += "# TYPE aoi_cluster_leases_lost_total counter\n";
+  out += "aoi_cluster_leases_lost_total " + std::to_string(node.leases_lost()) + "\n";
+  return out;
+}
+
+net::awaitable<Outcome> delete_in_cluster(Call& call) {
+  ClusterNode& node = *call.cluster;
+  const std::string id = call.session->id();
+  auto remove = [&node, id] { return node.remove(id); };
+  auto removed = co_await on_cluster<Status>(node, remove);
+  if (!removed) co_return Outcome{error_response(call.request, removed.error())};
+  co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"deleted", true}})};
+}
+
+}  // namespace aoi::server

@@ -1,0 +1,343 @@
+// Cluster mode (aoi serve --cluster): three aoi replicas on a three-node NATS JetStream cluster (Debian's
+// nats-server, started here on loopback, every stream and bucket in three copies), against a single aoi
+// server fed the same records as the reference. Any replica creates, takes pushes and answers; kill -9 of the
+// replica holding a session, ten times at random moments, loses no acknowledged record, ingests none twice,
+// and leaves answers equal to the reference's; a replica frozen past its lease drops its copy when it wakes;
+// kill -9 of a NATS node mid-stream loses nothing acknowledged.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  startServer, get, post, expectStatus, sleep, uniqueId, freePort, repoRoot, WAIT_TIMEOUT_MS,
+} from './harness.js';
+import { NATS_SERVER } from './brokers.js';
+
+const LEASE_TTL_MS = 1500;
+const SESSION = { system: 'Records follow.', query_budget: 32, retention: { max_tokens: 3000 } };
+
+let dir = null;
+let nats = null;     // { nodes: [{ port, clusterPort, conf, child }], url }
+let replicas = [];   // [{ id, port, server }]
+let reference = null;
+let proxy = null;    // HAProxy with deploy/haproxy: { child, url }
+const HAPROXY = process.env.AOI_HAPROXY || '/usr/sbin/haproxy';
+
+function portAnswers(port) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
+}
+
+async function startNode(node) {
+  node.child = spawn(NATS_SERVER, ['-c', node.conf], { stdio: 'ignore' });
+  const deadline = Date.now() + 20_000;
+  while (!(await portAnswers(node.port))) {
+    assert.equal(node.child.exitCode, null, `nats-server ${node.conf} exited with status ${node.child.exitCode}`);
+    assert.ok(Date.now() < deadline, 'nats-server took no connection within 20 s');
+    await sleep(50);
+  }
+}
+
+async function killNode(node) {
+  node.child.kill('SIGKILL');
+  await new Promise((resolve) => (node.child.exitCode !== null || node.child.signalCode ? resolve() : node.child.once('exit', resolve)));
+}
+
+async function startNatsCluster(n) {
+  assert.ok(spawnSync(NATS_SERVER, ['--version']).status === 0,
+    `${NATS_SERVER} is missing: Debian's nats-server is needed (scripts/setup.sh --tests)`);
+  const nodes = [];
+  for (let i = 0; i < n; i++) nodes.push({ port: await freePort(), clusterPort: await freePort() });
+  nodes.forEach((node, i) => {
+    const home = path.join(dir, `nats-${i + 1}`);
+    mkdirSync(home, { recursive: true });
+    node.conf = path.join(home, 'nats.conf');
+    const routes = nodes.filter((o) => o !== node).map((o) => `nats-route://127.0.0.1:${o.clusterPort}`);
+    writeFileSync(node.conf, [`server_name: n${i + 1}`, `listen: 127.0.0.1:${node.port}`,
+      `jetstream { store_dir: "${home}/js" }`,
+      `cluster { name: aoi-test, listen: 127.0.0.1:${node.clusterPort}, routes: [${routes.join(', ')}] }`, ''].join('\n'));
+  });
+  for (const node of nodes) await startNode(node);
+  return { nodes, url: 'nats://' + nodes.map((node) => `127.0.0.1:${node.port}`).join(',') };
+}
+
+// A replica keeps its port across restarts: HAProxy's configuration names it.
+async function startReplica(id, port) {
+  const server = await startServer({ memoryOnly: true, port, args: ['--cluster', nats.url, '--replica-id', id,
+    '--lease-ttl-ms', String(LEASE_TTL_MS), '--cluster-copies', '3'] });
+  return { id, port, server };
+}
+
+// deploy/haproxy as shipped, its addresses from the environment; resolves once it answers.
+async function startProxy() {
+  assert.ok(spawnSync(HAPROXY, ['-v']).status === 0,
+    `${HAPROXY} is missing: Debian's haproxy is needed (scripts/setup.sh --tests)`);
+  const port = await freePort();
+  const env = { ...process.env, AOI_FRONTEND: `127.0.0.1:${port}`,
+    AOI_ROUTE_LUA: path.join(repoRoot, 'deploy', 'haproxy', 'aoi-route.lua') };
+  replicas.forEach((r, i) => { env[`AOI_REPLICA_${i + 1}`] = `127.0.0.1:${r.port}`; });
+  const child = spawn(HAPROXY, ['-db', '-f', path.join(repoRoot, 'deploy', 'haproxy', 'haproxy.cfg')],
+    { env, stdio: 'ignore' });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    assert.equal(child.exitCode, null, `haproxy exited with status ${child.exitCode}`);
+    try {
+      if ((await fetch(`${url}/health`)).status === 200) break;
+    } catch { /* not yet */ }
+    assert.ok(Date.now() < deadline, 'haproxy did not answer within 20 s');
+    await sleep(100);
+  }
+  return { child, url };
+}
+
+const live = () => replicas.filter((r) => r.server.alive);
+const pick = () => { const l = live(); return l[Math.floor(Math.random() * l.length)]; };
+
+// Asks until an answer other than a 503 (a session moving between replicas) or a hang comes, for 60 s at most.
+async function ask(fn, what) {
+  const deadline = Date.now() + WAIT_TIMEOUT_MS;
+  for (;;) {
+    let res = null;
+    try {
+      res = await fn();
+    } catch (e) {
+      res = { status: 0, text: String(e) };
+    }
+    if (res.status !== 503 && res.status !== 0) return res;
+    assert.ok(Date.now() < deadline, `${what}: still ${res.status} after ${WAIT_TIMEOUT_MS} ms: ${res.text}`);
+    await sleep(100);
+  }
+}
+
+// Pushes through a random live replica, again with the same Idempotency-Key until acknowledged: JetStream holds
+// each record once however often it is sent.
+async function pushOnce(id, records) {
+  const key = uniqueId('push');
+  for (;;) {
+    const r = pick();
+    let res;
+    try {
+      res = await post(r.server, `/v1/sessions/${id}/data`, { records }, { headers: { 'idempotency-key': key }, timeout: 5000 });
+    } catch (e) {
+      res = { status: 0, text: String(e) };
+    }
+    if (res.status === 202) return res.body;
+    assert.ok([0, 503].includes(res.status), `push: ${res.status} ${res.text}`);
+    await sleep(50);
+  }
+}
+
+async function holder(id) {
+  const res = await ask(() => get(pick().server, `/v1/sessions/${id}`, { timeout: 3000 }), 'the session');
+  expectStatus(res, 200);
+  return res.body.replica;
+}
+
+async function answer(server, id, minSeq) {
+  const res = await ask(() => post(server, `/v1/sessions/${id}/query`,
+    { question: 'What came last?', max_tokens: 8, min_seq: minSeq }, { timeout: 20_000 }), 'a question');
+  expectStatus(res, 200);
+  return res.body.answer;
+}
+
+async function heldRecords(server, id) {
+  const res = await ask(() => get(server, `/v1/sessions/${id}/context`, { timeout: 5000 }), 'the context');
+  expectStatus(res, 200);
+  return [...res.body.text.matchAll(/rec-\d+/g)].map((m) => m[0]);
+}
+
+// The reference: the same session on a single server, fed the records in the stream's order.
+async function referenceAnswer(records) {
+  const id = uniqueId('ref');
+  expectStatus(await post(reference, '/v1/sessions', { id, ...SESSION }), 201);
+  for (let i = 0; i < records.length; i += 50) {
+    expectStatus(await post(reference, `/v1/sessions/${id}/data`, { records: records.slice(i, i + 50) }), 202);
+  }
+  return answer(reference, id, records.length);
+}
+
+before(async () => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'aoi-cluster-'));
+  nats = await startNatsCluster(3);
+  for (const id of ['r1', 'r2', 'r3']) replicas.push(await startReplica(id, await freePort()));
+  reference = await startServer({ memoryOnly: true });
+  proxy = await startProxy();
+});
+
+after(async () => {
+  if (proxy) proxy.child.kill('SIGKILL');
+  for (const r of replicas) await r.server.stop();
+  if (reference) await reference.stop();
+  for (const node of nats?.nodes ?? []) if (node.child) await killNode(node);
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test('any replica creates, takes pushes and answers, and the answers are the single server\'s', async () => {
+  const id = uniqueId('any');
+  const created = await post(replicas[0].server, '/v1/sessions', { id, ...SESSION });
+  expectStatus(created, 201);
+  assert.ok(['r1', 'r2', 'r3'].includes(created.body.replica), JSON.stringify(created.body));
+  const again = await post(replicas[1].server, '/v1/sessions', { id, ...SESSION });
+  assert.equal(again.status, 409, again.text);
+  const records = [];
+  let last = 0;
+  for (let i = 0; i < 12; i++) {
+    const batch = [0, 1, 2].map((j) => `rec-${String(i * 3 + j).padStart(5, '0')}`);
+    const res = await post(replicas[i % 3].server, `/v1/sessions/${id}/data`, { records: batch });
+    expectStatus(res, 202);
+    assert.equal(res.body.first_seq, last + 1, 'the stream\'s sequence is the session\'s seq');
+    last = res.body.last_seq;
+    records.push(...batch);
+  }
+  const answers = [];
+  for (const r of replicas) answers.push(await answer(r.server, id, last));
+  assert.deepEqual(answers, [answers[0], answers[0], answers[0]], 'every replica gives the holder\'s answer');
+  assert.deepEqual(await heldRecords(replicas[2].server, id), records);
+  assert.equal(answers[0], await referenceAnswer(records));
+  // Unknown sessions are unknown everywhere, pushes included.
+  const unknown = await post(replicas[1].server, '/v1/sessions/nobody-here/data', { records: ['x'] });
+  assert.equal(unknown.status, 404, unknown.text);
+  assert.equal((await post(replicas[2].server, '/v1/sessions/nobody-here/query', { question: 'x' })).status, 404);
+  // A cluster's session takes its records through the cluster, not from a source of its own.
+  const sourced = await post(replicas[0].server, '/v1/sessions', { ...SESSION, source: { url: 'redis://127.0.0.1:1/x' } });
+  assert.equal(sourced.status, 422, sourced.text);
+  assert.equal(sourced.body.error.field, 'source');
+});
+
+test('through HAProxy (deploy/haproxy): the same answers, each request on the session\'s holder', async () => {
+  const id = uniqueId('proxied');
+  expectStatus(await post(proxy, '/v1/sessions', { id, ...SESSION }), 201);
+  const records = ['rec-00000', 'rec-00001', 'rec-00002', 'rec-00003'];
+  let last = 0;
+  for (const r of records) last = (await post(proxy, `/v1/sessions/${id}/data`, { records: [r] })).body.last_seq;
+  assert.equal(last, records.length);
+  const viaProxy = await answer(proxy, id, last);
+  for (const r of replicas) assert.equal(await answer(r.server, id, last), viaProxy);
+  // HAProxy routes as aoi places: no request about a session takes a hop (six sessions: a proxy that picked a
+  // replica at random would pass with a chance of 1 in 729).
+  const ids = [id];
+  for (let i = 0; i < 5; i++) {
+    ids.push(uniqueId('placed'));
+    expectStatus(await post(proxy, '/v1/sessions', { id: ids.at(-1), ...SESSION }), 201);
+  }
+  for (const sid of ids) {
+    const res = await get(proxy, `/v1/sessions/${sid}`);
+    expectStatus(res, 200);
+    assert.equal(res.headers.get('x-aoi-proxied-to'), res.body.replica, `${sid}: the proxy sent it to the holder`);
+  }
+  assert.deepEqual(await heldRecords(proxy, id), records);
+});
+
+test('kill -9 of the replica holding a session, 10 rounds: every acknowledged record once, answers unchanged', async () => {
+  const id = uniqueId('kill');
+  expectStatus(await post(pick().server, '/v1/sessions', { id, ...SESSION }), 201);
+  const acked = [];
+  let next = 0;
+  for (let round = 0; round < 10; round++) {
+    const victim = await holder(id);
+    let pushing = true;
+    const pusher = (async () => {
+      while (pushing) {
+        const batch = [0, 1].map(() => `rec-${String(next++).padStart(5, '0')}`);
+        const res = await pushOnce(id, batch);
+        assert.equal(res.last_seq, acked.length + batch.length, 'acknowledged in order, each once');
+        acked.push(...batch);
+        await sleep(150);  // the session's window holds every record: the test compares them all
+      }
+    })();
+    await sleep(100 + Math.random() * 500);
+    const r = replicas.find((x) => x.id === victim);
+    r.server.child.kill('SIGKILL');
+    await r.server.exited;
+    await sleep(Math.random() * 300);
+    r.server = (await startReplica(victim, r.port)).server;
+    await sleep(200);
+    pushing = false;
+    await pusher;
+  }
+  const last = acked.length;
+  const answers = [];
+  for (const r of replicas) answers.push(await answer(r.server, id, last));
+  assert.deepEqual(await heldRecords(pick().server, id), acked, 'exactly the acknowledged records, in order');
+  assert.deepEqual(answers, [answers[0], answers[0], answers[0]]);
+  assert.equal(answers[0], await referenceAnswer(acked), 'the answer of a session never killed');
+});
+
+async function metric(server, name) {
+  const text = (await get(server, '/metrics')).text;
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  assert.ok(line, `${name} in /metrics`);
+  return Number(line.split(' ').at(-1));
+}
+
+test('a replica frozen past its lease finds the session taken when it wakes, and drops its copy', async () => {
+  const id = uniqueId('frozen');
+  expectStatus(await post(pick().server, '/v1/sessions', { id, ...SESSION }), 201);
+  const first = await pushOnce(id, ['rec-00000', 'rec-00001']);
+  const holderId = await holder(id);
+  const victim = replicas.find((x) => x.id === holderId);
+  const lostBefore = await metric(victim.server, 'aoi_cluster_leases_lost_total');
+  victim.server.child.kill('SIGSTOP');
+  try {
+    const others = replicas.filter((x) => x !== victim);
+    // Another replica takes the session once the lease lapses, with every record.
+    const more = await pushOnce(id, ['rec-00002']);
+    assert.equal(more.last_seq, first.last_seq + 1);
+    const res = await ask(() => get(others[0].server, `/v1/sessions/${id}`, { timeout: 2000 }), 'the session elsewhere');
+    expectStatus(res, 200);
+    assert.notEqual(res.body.replica, victim.id);
+    await answer(others[1].server, id, more.last_seq);
+  } finally {
+    victim.server.child.kill('SIGCONT');
+  }
+  // Awake, it drops its copy rather than answer or ingest for a session it no longer holds.
+  const deadline = Date.now() + WAIT_TIMEOUT_MS;
+  while ((await metric(victim.server, 'aoi_cluster_leases_lost_total')) <= lostBefore) {
+    assert.ok(Date.now() < deadline, 'the woken replica never dropped its copy');
+    await sleep(100);
+  }
+  const via = await ask(() => get(victim.server, `/v1/sessions/${id}`), 'the session through the woken replica');
+  expectStatus(via, 200);
+  assert.notEqual(via.body.replica, victim.id, 'answered by the holder');
+  assert.deepEqual(await heldRecords(victim.server, id), ['rec-00000', 'rec-00001', 'rec-00002']);
+});
+
+test('kill -9 of a NATS node mid-stream: pushes go on, nothing acknowledged is lost', async () => {
+  const id = uniqueId('natskill');
+  expectStatus(await post(pick().server, '/v1/sessions', { id, ...SESSION }), 201);
+  const acked = [];
+  let next = 0;
+  let pushing = true;
+  const pusher = (async () => {
+    while (pushing) {
+      const batch = [0, 1].map(() => `rec-${String(next++).padStart(5, '0')}`);
+      const res = await pushOnce(id, batch);
+      assert.equal(res.last_seq, acked.length + batch.length);
+      acked.push(...batch);
+      await sleep(50);
+    }
+  })();
+  await sleep(500);
+  const node = nats.nodes[Math.floor(Math.random() * nats.nodes.length)];
+  await killNode(node);
+  const before = acked.length;
+  const deadline = Date.now() + WAIT_TIMEOUT_MS;
+  while (acked.length < before + 20) {
+    assert.ok(Date.now() < deadline, 'pushes stopped with a NATS node down');
+    await sleep(100);
+  }
+  await startNode(node);
+  await sleep(300);
+  pushing = false;
+  await pusher;
+  const last = acked.length;
+  await answer(pick().server, id, last);
+  assert.deepEqual(await heldRecords(pick().server, id), acked);
+});
