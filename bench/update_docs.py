@@ -164,6 +164,23 @@ fast the neighbours ingested meanwhile, against the same question beside idle ne
 (docs/api.md) shows where such a question's time goes, pass by pass.
 
 """),
+    "cluster": ("## Stateless endpoints", """## More than one aoi: a cluster on NATS JetStream
+
+```sh
+bench/cluster/run.sh --out bench-out/cluster
+bench/update_docs.py cluster bench-out/cluster/report.md
+```
+
+Three replicas (`aoi serve --cluster`, a shared snapshot folder) on one NATS server with JetStream, behind
+HAProxy as `deploy/haproxy` ships it, and two single aoi servers with a data directory; all on this machine,
+each system timed alone. Failover: `kill -9` of the replica holding a session, timed until another replica
+answers a question about it that needs every record (`min_seq`), first with the holder's newest snapshot in
+the shared folder, then with the snapshots removed (the successor ingests the session's whole stream). The
+time includes the lease's expiry (the TTL below): a replica cannot take a session whose holder may still be
+alive. Two cores cannot show throughput growing with replicas, so there is no such table; the push and
+forwarding rows give what a cluster costs a request instead.
+
+"""),
 }
 
 

@@ -11,6 +11,7 @@ namespace aoi::cluster {
 // Requests waiting on the NATS cluster at once (a lookup takes a loopback round trip; a bring-up, seconds).
 constexpr int kWorkers = 4;
 constexpr std::chrono::seconds kJetStreamWait{30};
+constexpr const char* kSnapshotExtension = ".aoisnap";
 
 Status validate(const ClusterParams& params) {
   if (auto servers = NatsConnection::parse_servers(params.url); !servers) return servers.error();
@@ -24,6 +25,11 @@ Status validate(const ClusterParams& params) {
     return Error::invalid("lease_ttl", "at least 500 ms: a lease is renewed several times within it");
   }
   if (params.copies < 1 || params.copies > 5) return Error::invalid("copies", "1 to 5 copies");
+  if (!params.shared_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(params.shared_dir) / "sessions", ec);
+    if (ec) return Error::invalid("shared_dir", params.shared_dir + ": " + ec.message());
+  }
   return {};
 }
 
@@ -145,7 +151,7 @@ Result<service::SessionRef> ClusterNode::start_local(std::string_view id, const 
   config->owner = definition.owner;
   config->source = session::SourceConfig{.url = streams_->source_url(id), .format = "json"};
   auto created = service_.run(service::CreateSession{std::move(config).value()});
-  if (created && sources_ != nullptr) sources_->poke();
+  if (auto* sources = sources_.load(); created && sources != nullptr) sources->poke();
   return created;
 }
 
@@ -156,16 +162,34 @@ Result<service::SessionRef> ClusterNode::adopt(std::string_view id, const Sessio
     (void)leases_->release(*lease);
     return stream.error();
   }
-  auto session = start_local(id, definition);
+  // From the newest snapshot in the shared folder when there is one: the stream after it is all that is left
+  // to ingest (its source position is the snapshot's last record's sequence).
+  std::optional<Result<service::SessionRef>> restored;
+  std::uint64_t snapshot_seq = 0;
+  if (auto snapshot = newest_snapshot(id)) {
+    snapshot_seq = snapshot->meta.value("consumed_seq", std::uint64_t{0});
+    restored = service_.run(
+        service::ImportSession{.snapshot = std::move(*snapshot), .id = std::string(id), .owner = definition.owner});
+    if (!*restored) {
+      spdlog::warn("cluster: session {}: its snapshot cannot be used ({}): its whole stream is ingested", id,
+                   restored->error().message);
+      restored.reset();
+      snapshot_seq = 0;
+    }
+  }
+  auto session = restored ? std::move(*restored) : start_local(id, definition);
   if (!session) {
     (void)leases_->release(*lease);
     return session.error();
   }
+  if (auto* sources = sources_.load(); restored && sources != nullptr) sources->poke();
   {
     std::lock_guard lock(mu_);
-    held_[std::string(id)] = Held{.lease = *lease, .session = *session};
+    held_[std::string(id)] = Held{.lease = *lease, .session = *session, .snapshot_seq = snapshot_seq};
+    if (restored) ++restored_;
   }
-  spdlog::info("cluster: session {} is held here (epoch {})", id, lease->epoch);
+  spdlog::info("cluster: session {} is held here (epoch {}{})", id, lease->epoch,
+               restored ? ", from a snapshot of " + std::to_string(snapshot_seq) + " records" : "");
   return session;
 }
 
@@ -219,10 +243,14 @@ Result<std::optional<Replica>> ClusterNode::creator(std::string_view id) {
 Result<service::SessionRef> ClusterNode::create(std::string_view id, SessionDefinition definition) {
   std::lock_guard adopting(adopt_mu_);
   if (Status defined = catalogue_->define(id, definition); !defined) return defined.error();
-  // A stream left by an earlier session of this id would feed its records to this one.
+  // A stream or snapshots left by an earlier session of this id would feed its records to this one.
   if (Status cleared = streams_->remove(id); !cleared) {
     (void)catalogue_->remove(id);
     return cleared.error();
+  }
+  if (!params_.shared_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(snapshot_dir(id), ec);
   }
   auto session = adopt(id, definition);
   if (!session) (void)catalogue_->remove(id);
@@ -255,8 +283,92 @@ Status ClusterNode::remove(std::string_view id) {
   if (Status cleared = streams_->remove(id); !cleared) {
     spdlog::warn("cluster: session {}: its stream stays ({})", id, cleared.error().message);
   }
+  if (!params_.shared_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(snapshot_dir(id), ec);
+  }
   (void)leases_->release(held->lease);
   return {};
+}
+
+std::filesystem::path ClusterNode::snapshot_dir(std::string_view id) const {
+  return std::filesystem::path(params_.shared_dir) / "sessions" / bucket_key(id);
+}
+
+std::uint64_t ClusterNode::snapshots_written() const {
+  std::lock_guard lock(mu_);
+  return snapshots_written_;
+}
+
+std::uint64_t ClusterNode::restored_from_snapshots() const {
+  std::lock_guard lock(mu_);
+  return restored_;
+}
+
+std::optional<store::SnapshotData> ClusterNode::newest_snapshot(std::string_view id) const {
+  if (params_.shared_dir.empty()) return std::nullopt;
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(snapshot_dir(id), ec)) {
+    if (e.path().extension() == kSnapshotExtension) files.push_back(e.path());
+  }
+  std::sort(files.rbegin(), files.rend());
+  for (const auto& f : files) {
+    auto snapshot = store::read_snapshot(f);
+    if (snapshot) return std::move(snapshot).value();
+    spdlog::warn("cluster: {}: {}", f.string(), snapshot.error().message);
+  }
+  return std::nullopt;
+}
+
+void ClusterNode::snapshot_held() {
+  std::vector<std::pair<std::string, Held>> held;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, h] : held_) held.emplace_back(id, h);
+  }
+  for (auto& [id, h] : held) {
+    const auto view = h.session->view();
+    if (view == nullptr || view->last_seq_ingested <= h.snapshot_seq) continue;
+    auto exported = service_.run(h.session, service::ExportSession{});
+    if (!exported) {
+      spdlog::warn("cluster: session {}: no snapshot ({})", id, exported.error().message);
+      continue;
+    }
+    store::SnapshotData& snapshot = exported->snapshot;
+    const std::uint64_t seq = snapshot.meta.value("consumed_seq", std::uint64_t{0});
+    // Its records' positions are their stream sequences, which are their seqs: the next holder reads the stream
+    // right after the last record the snapshot holds (the session's own position may be past records still
+    // queued, which the snapshot does not hold).
+    snapshot.meta["source_position"] = std::to_string(seq);
+    // Fencing: only the lease's holder writes, its lease renewed just before and still valid when it writes. A
+    // replica that lost its lease unknowingly cannot add a snapshot the next holder would start from.
+    Lease lease = h.lease;
+    if (Status renewed = leases_->renew(lease); !renewed || !lease.valid()) continue;
+    char name[64];
+    std::snprintf(name, sizeof(name), "%020llu-%020llu%s", static_cast<unsigned long long>(lease.epoch),
+                  static_cast<unsigned long long>(seq), kSnapshotExtension);
+    const auto dir = snapshot_dir(id);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (Status written = store::write_snapshot(dir / name, snapshot); !written) {
+      spdlog::warn("cluster: session {}: snapshot not written ({})", id, written.error().message);
+      continue;
+    }
+    // The newest two stay: one being read by a new holder as the next is written is never the only one.
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      if (e.path().extension() == kSnapshotExtension) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (size_t i = 0; i + 2 < files.size(); ++i) std::filesystem::remove(files[i], ec);
+    std::lock_guard lock(mu_);
+    if (auto it = held_.find(id); it != held_.end() && it->second.lease.epoch == lease.epoch) {
+      it->second.lease = lease;
+      it->second.snapshot_seq = seq;
+      ++snapshots_written_;
+    }
+  }
 }
 
 void ClusterNode::drop(const std::string& id, const char* why) {
@@ -297,6 +409,10 @@ void ClusterNode::tend() {
     } else if (!lease.valid()) {
       drop(id, "its lease lapsed unrenewed (the NATS cluster does not answer)");
     }
+  }
+  if (!params_.shared_dir.empty() && std::chrono::steady_clock::now() - last_snapshots_ >= params_.snapshot_interval) {
+    last_snapshots_ = std::chrono::steady_clock::now();
+    snapshot_held();
   }
   // Adopt what nobody holds and hashing gives to this replica (its holder died, or it was never brought up).
   auto ids = catalogue_->ids();

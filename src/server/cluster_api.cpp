@@ -152,6 +152,12 @@ std::string cluster_metrics(const ClusterNode& node) {
   out += "# HELP aoi_cluster_leases_lost_total Sessions dropped here because their lease was lost or lapsed.\n";
   out += "# TYPE aoi_cluster_leases_lost_total counter\n";
   out += "aoi_cluster_leases_lost_total " + std::to_string(node.leases_lost()) + "\n";
+  out += "# HELP aoi_cluster_snapshots_written_total Snapshots of held sessions written to the shared folder.\n";
+  out += "# TYPE aoi_cluster_snapshots_written_total counter\n";
+  out += "aoi_cluster_snapshots_written_total " + std::to_string(node.snapshots_written()) + "\n";
+  out += "# HELP aoi_cluster_restored_total Sessions brought up here from a snapshot in the shared folder.\n";
+  out += "# TYPE aoi_cluster_restored_total counter\n";
+  out += "aoi_cluster_restored_total " + std::to_string(node.restored_from_snapshots()) + "\n";
   return out;
 }
 

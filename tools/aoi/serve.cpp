@@ -152,6 +152,8 @@ cluster::ClusterParams cluster_params(const ServeOptions& o, const std::string& 
   p.advertise = o.advertise.empty() ? "http://" + url_host(reachable) + ":" + std::to_string(port) : o.advertise;
   p.lease_ttl = std::chrono::milliseconds(o.lease_ttl_ms);
   p.copies = o.cluster_copies;
+  p.shared_dir = o.shared_dir;
+  p.snapshot_interval = std::chrono::seconds(o.cluster_snapshot_interval);
   return p;
 }
 

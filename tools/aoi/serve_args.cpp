@@ -474,6 +474,15 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
       ->check(CLI::Range(1, 5))
       ->capture_default_str()
       ->group("Cluster");
+  app.add_option("--shared-dir", o.shared_dir,
+                 "a folder every replica reaches (NFS, EFS; on one machine, one folder): sessions' snapshots, so "
+                 "that a session brought back after its holder died ingests only the records after the newest")
+      ->group("Cluster");
+  app.add_option("--cluster-snapshot-interval", o.cluster_snapshot_interval,
+                 "seconds between snapshots of a held session with new records (--shared-dir)")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str()
+      ->group("Cluster");
   app.add_option("--log-format", o.log_format,
                  "log lines (llama.cpp's included) as text, or as json: one object per line with time, level, "
                  "logger and message")

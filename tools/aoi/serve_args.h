@@ -70,6 +70,8 @@ struct ServeOptions {
   std::string advertise;   // default: http://HOST:PORT
   int lease_ttl_ms = 5000;
   int cluster_copies = 1;
+  std::string shared_dir;
+  int cluster_snapshot_interval = 10;  // seconds
 };
 
 // A parsed `aoi serve` command line.

@@ -14,9 +14,11 @@
 // or the inference thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,6 +37,7 @@
 #include "aoi/cluster/session_catalogue.h"
 #include "aoi/common/error.h"
 #include "aoi/service/service.h"
+#include "aoi/store/snapshot_file.h"
 
 namespace aoi::sources {
 class SourceManager;
@@ -51,6 +54,11 @@ struct ClusterParams {
   std::chrono::milliseconds lease_ttl{5000};
   int copies = 1;  // --cluster-copies: of each stream and bucket on the NATS cluster's servers (3: R3)
   std::chrono::milliseconds nats_timeout{2000};
+  // --shared-dir: a folder every replica reaches (an NFS or EFS volume; on one machine, one folder) where
+  // holders keep their sessions' snapshots, so that the next holder ingests only the records after the newest
+  // one. Empty: none, the next holder ingests the whole stream.
+  std::string shared_dir;
+  std::chrono::seconds snapshot_interval{10};  // a held session with new records is snapshotted this often
 };
 
 // Errors: Error::invalid naming the flag ("cluster", "replica_id", "advertise", "lease_ttl", "copies").
@@ -76,7 +84,7 @@ class ClusterNode {
   void post(std::function<void()> job);
 
   // The source sessions' consumers, poked when a session is brought up (null: none).
-  void set_sources(sources::SourceManager* sources) { sources_ = sources; }
+  void set_sources(sources::SourceManager* sources) { sources_.store(sources); }
 
   struct Route {
     enum class Kind { kHere, kThere, kUnknown };
@@ -106,6 +114,9 @@ class ClusterNode {
 
   const Replica& self() const { return membership_->self(); }
   const ClusterParams& params() const { return params_; }
+  // Snapshots written to the shared folder since the start, and sessions brought up from one.
+  std::uint64_t snapshots_written() const;
+  std::uint64_t restored_from_snapshots() const;
   // Sessions held here, and the leases lost since the start (a session dropped because another replica took it,
   // or because this one could not renew in time).
   int held() const;
@@ -124,7 +135,7 @@ class ClusterNode {
   const ClusterParams params_;
   service::Service& service_;
   const ParseDefinition parse_;
-  sources::SourceManager* sources_ = nullptr;
+  std::atomic<sources::SourceManager*> sources_{nullptr};  // set once the steward runs
 
   std::unique_ptr<NatsConnection> nats_;
   std::unique_ptr<KvBucket> replicas_bucket_;
@@ -138,13 +149,22 @@ class ClusterNode {
   struct Held {
     Lease lease;
     service::SessionRef session;
+    std::uint64_t snapshot_seq = 0;  // the records its newest snapshot in the shared folder holds
   };
+  // Snapshots in the shared folder: <dir>/sessions/<key>/<epoch>-<seq>.aoisnap, both zero-padded to 20
+  // digits, so that the newest by name is the newest holder's newest.
+  std::filesystem::path snapshot_dir(std::string_view id) const;
+  void snapshot_held();
+  std::optional<store::SnapshotData> newest_snapshot(std::string_view id) const;
   // One bring-up at a time: a request and the steward may both find a session without a holder.
   std::mutex adopt_mu_;
   mutable std::mutex mu_;
-  std::map<std::string, Held, std::less<>> held_;  // guarded by mu_
-  std::uint64_t leases_lost_ = 0;                  // guarded by mu_
-  bool stopping_ = false;                          // guarded by mu_
+  std::map<std::string, Held, std::less<>> held_;         // guarded by mu_
+  std::uint64_t leases_lost_ = 0;                         // guarded by mu_
+  std::chrono::steady_clock::time_point last_snapshots_;  // the steward's
+  std::uint64_t snapshots_written_ = 0;                   // guarded by mu_
+  std::uint64_t restored_ = 0;                            // guarded by mu_
+  bool stopping_ = false;                                 // guarded by mu_
   std::condition_variable wake_;
   std::thread steward_;
 
