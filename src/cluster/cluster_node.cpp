@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 
 #include "aoi/sources/source_manager.h"
 
@@ -118,20 +119,14 @@ ClusterNode::~ClusterNode() {
   }
   wake_.notify_all();
   if (steward_.joinable()) steward_.join();
-  std::map<std::string, Held, std::less<>> held;
+  // Leaving first: no replica's hashing gives this one a session any more. Then every session is handed over.
+  if (membership_ != nullptr) (void)membership_->leave();
+  std::vector<std::string> ids;
   {
     std::lock_guard lock(mu_);
-    held.swap(held_);
+    for (const auto& [id, h] : held_) ids.push_back(id);
   }
-  for (auto& [id, h] : held) {
-    // Given up first: the next holder may start while this one lets go of its copy.
-    if (Status released = leases_->release(h.lease); !released) {
-      spdlog::warn("cluster: session {}: lease not released ({}): it lapses in {} ms", id, released.error().message,
-                   params_.lease_ttl.count());
-    }
-    (void)service_.run(h.session, service::DeleteSession{});
-  }
-  if (membership_ != nullptr) (void)membership_->leave();
+  for (const auto& id : ids) hand_over(id, "this replica stops");
 }
 
 int ClusterNode::held() const {
@@ -300,6 +295,11 @@ std::uint64_t ClusterNode::snapshots_written() const {
   return snapshots_written_;
 }
 
+std::uint64_t ClusterNode::handed_over() const {
+  std::lock_guard lock(mu_);
+  return handed_over_;
+}
+
 std::uint64_t ClusterNode::restored_from_snapshots() const {
   std::lock_guard lock(mu_);
   return restored_;
@@ -327,48 +327,80 @@ void ClusterNode::snapshot_held() {
     std::lock_guard lock(mu_);
     for (const auto& [id, h] : held_) held.emplace_back(id, h);
   }
-  for (auto& [id, h] : held) {
-    const auto view = h.session->view();
-    if (view == nullptr || view->last_seq_ingested <= h.snapshot_seq) continue;
-    auto exported = service_.run(h.session, service::ExportSession{});
-    if (!exported) {
-      spdlog::warn("cluster: session {}: no snapshot ({})", id, exported.error().message);
-      continue;
-    }
-    store::SnapshotData& snapshot = exported->snapshot;
-    const std::uint64_t seq = snapshot.meta.value("consumed_seq", std::uint64_t{0});
-    // Its records' positions are their stream sequences, which are their seqs: the next holder reads the stream
-    // right after the last record the snapshot holds (the session's own position may be past records still
-    // queued, which the snapshot does not hold).
-    snapshot.meta["source_position"] = std::to_string(seq);
-    // Fencing: only the lease's holder writes, its lease renewed just before and still valid when it writes. A
-    // replica that lost its lease unknowingly cannot add a snapshot the next holder would start from.
-    Lease lease = h.lease;
-    if (Status renewed = leases_->renew(lease); !renewed || !lease.valid()) continue;
-    char name[64];
-    std::snprintf(name, sizeof(name), "%020llu-%020llu%s", static_cast<unsigned long long>(lease.epoch),
-                  static_cast<unsigned long long>(seq), kSnapshotExtension);
-    const auto dir = snapshot_dir(id);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (Status written = store::write_snapshot(dir / name, snapshot); !written) {
-      spdlog::warn("cluster: session {}: snapshot not written ({})", id, written.error().message);
-      continue;
-    }
-    // The newest two stay: one being read by a new holder as the next is written is never the only one.
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-      if (e.path().extension() == kSnapshotExtension) files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (size_t i = 0; i + 2 < files.size(); ++i) std::filesystem::remove(files[i], ec);
-    std::lock_guard lock(mu_);
-    if (auto it = held_.find(id); it != held_.end() && it->second.lease.epoch == lease.epoch) {
-      it->second.lease = lease;
-      it->second.snapshot_seq = seq;
-      ++snapshots_written_;
-    }
+  for (auto& [id, h] : held) (void)snapshot(id, h);
+}
+
+bool ClusterNode::snapshot(const std::string& id, const Held& h) {
+  if (params_.shared_dir.empty()) return false;
+  const auto view = h.session->view();
+  if (view == nullptr) return false;
+  if (view->last_seq_ingested <= h.snapshot_seq) return true;  // the newest holds every record already
+  auto exported = service_.run(h.session, service::ExportSession{});
+  if (!exported) {
+    spdlog::warn("cluster: session {}: no snapshot ({})", id, exported.error().message);
+    return false;
   }
+  store::SnapshotData& snapshot = exported->snapshot;
+  const std::uint64_t seq = snapshot.meta.value("consumed_seq", std::uint64_t{0});
+  // Its records' positions are their stream sequences, which are their seqs: the next holder reads the stream
+  // right after the last record the snapshot holds (the session's own position may be past records still
+  // queued, which the snapshot does not hold).
+  snapshot.meta["source_position"] = std::to_string(seq);
+  // Fencing: only the lease's holder writes, its lease renewed just before and still valid when it writes. A
+  // replica that lost its lease unknowingly cannot add a snapshot the next holder would start from.
+  Lease lease = h.lease;
+  if (Status renewed = leases_->renew(lease); !renewed || !lease.valid()) return false;
+  char name[64];
+  std::snprintf(name, sizeof(name), "%020llu-%020llu%s", static_cast<unsigned long long>(lease.epoch),
+                static_cast<unsigned long long>(seq), kSnapshotExtension);
+  const auto dir = snapshot_dir(id);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (Status written = store::write_snapshot(dir / name, snapshot); !written) {
+    spdlog::warn("cluster: session {}: snapshot not written ({})", id, written.error().message);
+    return false;
+  }
+  // The newest two stay: one being read by a new holder as the next is written is never the only one.
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == kSnapshotExtension) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (size_t i = 0; i + 2 < files.size(); ++i) std::filesystem::remove(files[i], ec);
+  std::lock_guard lock(mu_);
+  ++snapshots_written_;
+  if (auto it = held_.find(id); it != held_.end() && it->second.lease.epoch == lease.epoch) {
+    it->second.lease = lease;
+    it->second.snapshot_seq = seq;
+  }
+  return true;
+}
+
+void ClusterNode::hand_over(const std::string& id, const char* why) {
+  std::optional<Held> held;
+  {
+    std::lock_guard lock(mu_);
+    auto it = held_.find(id);
+    if (it == held_.end()) return;
+    held = it->second;
+  }
+  // A last snapshot first, so that the next holder has nothing left to ingest; then the lease goes, and with
+  // it the local copy (a request arriving in between is told to try again).
+  (void)snapshot(id, *held);
+  {
+    std::lock_guard lock(mu_);
+    auto it = held_.find(id);
+    if (it == held_.end()) return;
+    held = std::move(it->second);
+    held_.erase(it);
+    ++handed_over_;
+  }
+  if (Status released = leases_->release(held->lease); !released) {
+    spdlog::warn("cluster: session {}: lease not released ({}): it lapses in {} ms", id, released.error().message,
+                 params_.lease_ttl.count());
+  }
+  (void)service_.run(held->session, service::DeleteSession{});
+  spdlog::info("cluster: session {} handed over: {}", id, why);
 }
 
 void ClusterNode::drop(const std::string& id, const char* why) {
@@ -382,10 +414,13 @@ void ClusterNode::drop(const std::string& id, const char* why) {
     ++leases_lost_;
   }
   spdlog::warn("cluster: session {} dropped here: {}", id, why);
-  (void)service_.run(held->session, service::DeleteSession{});
+  post([this, session = held->session] { (void)service_.run(session, service::DeleteSession{}); });
 }
 
 void ClusterNode::tend() {
+  // The steward only renews and decides: whatever waits on the inference loop (a snapshot, a session brought
+  // up, handed over or dropped) runs as a job on the workers, so that no pass, however long, delays a renewal
+  // past the lease.
   if (Status beat = membership_->heartbeat(); !beat) {
     spdlog::warn("cluster: heartbeat: {}", beat.error().message);
   }
@@ -400,8 +435,9 @@ void ClusterNode::tend() {
     Status renewed = leases_->renew(lease);
     if (renewed) {
       std::lock_guard lock(mu_);
-      if (auto it = held_.find(id); it != held_.end() && it->second.lease.epoch == lease.epoch)
+      if (auto it = held_.find(id); it != held_.end() && it->second.lease.epoch == lease.epoch) {
         it->second.lease = lease;
+      }
       continue;
     }
     if (renewed.error().type == ErrorType::kConflict) {
@@ -412,32 +448,80 @@ void ClusterNode::tend() {
   }
   if (!params_.shared_dir.empty() && std::chrono::steady_clock::now() - last_snapshots_ >= params_.snapshot_interval) {
     last_snapshots_ = std::chrono::steady_clock::now();
-    snapshot_held();
+    bool start = false;
+    {
+      std::lock_guard lock(mu_);
+      start = !snapshotting_;
+      snapshotting_ = true;
+    }
+    if (start) {
+      post([this] {
+        snapshot_held();
+        std::lock_guard lock(mu_);
+        snapshotting_ = false;
+      });
+    }
   }
-  // Adopt what nobody holds and hashing gives to this replica (its holder died, or it was never brought up).
   auto ids = catalogue_->ids();
   auto live = membership_->live();
   if (!ids || !live) return;
-  for (const auto& id : *ids) {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-      if (held_.contains(id)) continue;
+  // Planned moves: a session held here that hashing now gives to another replica (one that joined) goes
+  // there, but only once that replica has been seen live on two ticks in a row: one flapping moves nothing.
+  std::set<std::string> now_live;
+  for (const auto& r : *live) now_live.insert(r.id);
+  std::vector<std::string> moving;
+  std::vector<std::string> adopting;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    for (const auto& [id, h] : held_) {
+      const Replica* owner = rendezvous_owner(id, *live);
+      if (owner != nullptr && owner->id != self().id && seen_live_.contains(owner->id) && busy_.insert(id).second) {
+        moving.push_back(id);
+      }
     }
-    const Replica* owner = rendezvous_owner(id, *live);
-    if (owner == nullptr || owner->id != self().id) continue;
-    std::lock_guard adopting(adopt_mu_);
-    {
-      std::lock_guard lock(mu_);
-      if (held_.contains(id)) continue;
+    // Adopt what nobody holds and hashing gives to this replica (its holder died, or it was never brought up).
+    for (const auto& id : *ids) {
+      if (held_.contains(id) || busy_.contains(id)) continue;
+      const Replica* owner = rendezvous_owner(id, *live);
+      if (owner != nullptr && owner->id == self().id) adopting.push_back(id);
     }
+  }
+  seen_live_ = std::move(now_live);
+  for (const auto& id : moving) {
+    post([this, id] {
+      hand_over(id, "another replica joined, and hashing gives the session to it");
+      std::lock_guard lock(mu_);
+      busy_.erase(id);
+    });
+  }
+  for (const auto& id : adopting) {
     auto holder = leases_->holder(id);
     if (!holder || *holder) continue;
-    auto definition = catalogue_->definition(id);
-    if (!definition || !*definition) continue;
-    if (auto adopted = adopt(id, **definition); !adopted && adopted.error().type != ErrorType::kConflict) {
-      spdlog::warn("cluster: session {} could not be brought up here: {}", id, adopted.error().message);
+    {
+      std::lock_guard lock(mu_);
+      if (!busy_.insert(id).second) continue;
     }
+    post([this, id] {
+      bring_up(id);
+      std::lock_guard lock(mu_);
+      busy_.erase(id);
+    });
+  }
+}
+
+void ClusterNode::bring_up(const std::string& id) {
+  std::lock_guard adopting(adopt_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (held_.contains(id)) return;
+  }
+  auto holder = leases_->holder(id);
+  if (!holder || *holder) return;
+  auto definition = catalogue_->definition(id);
+  if (!definition || !*definition) return;
+  if (auto adopted = adopt(id, **definition); !adopted && adopted.error().type != ErrorType::kConflict) {
+    spdlog::warn("cluster: session {} could not be brought up here: {}", id, adopted.error().message);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "cluster_api.h"
 
+#include <map>
 #include <random>
 
 #include "aoi/server/http_error.h"
@@ -158,6 +159,9 @@ std::string cluster_metrics(const ClusterNode& node) {
   out += "# HELP aoi_cluster_restored_total Sessions brought up here from a snapshot in the shared folder.\n";
   out += "# TYPE aoi_cluster_restored_total counter\n";
   out += "aoi_cluster_restored_total " + std::to_string(node.restored_from_snapshots()) + "\n";
+  out += "# HELP aoi_cluster_handed_over_total Sessions given to another replica in a planned move.\n";
+  out += "# TYPE aoi_cluster_handed_over_total counter\n";
+  out += "aoi_cluster_handed_over_total " + std::to_string(node.handed_over()) + "\n";
   return out;
 }
 
@@ -168,6 +172,53 @@ net::awaitable<Outcome> delete_in_cluster(Call& call) {
   auto removed = co_await on_cluster<Status>(node, remove);
   if (!removed) co_return Outcome{error_response(call.request, removed.error())};
   co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"deleted", true}})};
+}
+
+namespace {
+
+// GET /v1/cluster: the live replicas, how many sessions each holds, and who holds each session with which
+// epoch (one look at the leases per session: for an operator, not a hot path).
+net::awaitable<Outcome> cluster_status(Call& call) {
+  if (call.cluster == nullptr) {
+    co_return Outcome{
+        error_response(call.request, Error::not_found("this server is not a cluster's replica (--cluster)"))};
+  }
+  if (!call.tenant->admin) {
+    co_return Outcome{
+        error_response(call.request, Error::forbidden("/v1/cluster is for admin keys (aoi serve --api-key)"))};
+  }
+  ClusterNode& node = *call.cluster;
+  auto look = [&node]() -> Result<json> {
+    auto live = node.replicas();
+    if (!live) return live.error();
+    auto ids = node.ids();
+    if (!ids) return ids.error();
+    std::map<std::string, int> held;
+    json sessions = json::array();
+    for (const auto& id : *ids) {
+      auto h = node.holder(id);
+      if (!h) return h.error();
+      json s = {{"id", id}, {"replica", nullptr}, {"epoch", nullptr}};
+      if (*h) {
+        s["replica"] = (*h)->replica;
+        s["epoch"] = (*h)->epoch;
+        ++held[(*h)->replica];
+      }
+      sessions.push_back(std::move(s));
+    }
+    json replicas = json::array();
+    for (const auto& r : *live) replicas.push_back({{"id", r.id}, {"url", r.url}, {"held", held[r.id]}});
+    return json{{"replica", node.self().id}, {"replicas", replicas}, {"sessions", sessions}};
+  };
+  auto status = co_await on_cluster<Result<json>>(node, look);
+  if (!status) co_return Outcome{error_response(call.request, status.error())};
+  co_return Outcome{json_response(call.request, http::status::ok, *status)};
+}
+
+}  // namespace
+
+void add_cluster_routes(std::vector<Route>& routes) {
+  routes.push_back({http::verb::get, "/v1/cluster", cluster_status});
 }
 
 }  // namespace aoi::server

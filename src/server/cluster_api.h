@@ -38,6 +38,9 @@ net::awaitable<Outcome> create_in_cluster(Call& call, nlohmann::json body, const
 // DELETE /v1/sessions/{id}, on the holder.
 net::awaitable<Outcome> delete_in_cluster(Call& call);
 
+// GET /v1/cluster (a replica's view of its cluster; 404 on a single server).
+void add_cluster_routes(std::vector<Route>& routes);
+
 // The replica's own series for /metrics.
 std::string cluster_metrics(const cluster::ClusterNode& node);
 

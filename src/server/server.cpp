@@ -158,6 +158,7 @@ std::vector<Route> all_routes(bool webui) {
   add_session_routes(routes);
   add_compat_routes(routes);
   add_ops_routes(routes);
+  add_cluster_routes(routes);
   add_dashboard_routes(routes, webui);
   return routes;
 }

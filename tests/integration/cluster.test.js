@@ -71,7 +71,7 @@ async function startNatsCluster(n) {
 async function startReplica(id, port) {
   const server = await startServer({ memoryOnly: true, port, args: ['--cluster', nats.url, '--replica-id', id,
     '--lease-ttl-ms', String(LEASE_TTL_MS), '--cluster-copies', '3', '--shared-dir', path.join(dir, 'shared'),
-    '--cluster-snapshot-interval', '1'] });
+    '--cluster-snapshot-interval', '1', '--max-sessions', '16'] });
   return { id, port, server };
 }
 
@@ -218,6 +218,15 @@ test('any replica creates, takes pushes and answers, and the answers are the sin
   assert.deepEqual(answers, [answers[0], answers[0], answers[0]], 'every replica gives the holder\'s answer');
   assert.deepEqual(await heldRecords(replicas[2].server, id), records);
   assert.equal(answers[0], await referenceAnswer(records));
+  // Any replica tells who holds what; a single server is no cluster.
+  const status = await get(replicas[1].server, '/v1/cluster');
+  expectStatus(status, 200);
+  assert.equal(status.body.replica, 'r2');
+  assert.deepEqual(status.body.replicas.map((r) => r.id), ['r1', 'r2', 'r3']);
+  const entry = status.body.sessions.find((x) => x.id === id);
+  assert.equal(entry.replica, created.body.replica);
+  assert.ok(entry.epoch > 0);
+  assert.equal((await get(reference, '/v1/cluster')).status, 404);
   // Unknown sessions are unknown everywhere, pushes included.
   const unknown = await post(replicas[1].server, '/v1/sessions/nobody-here/data', { records: ['x'] });
   assert.equal(unknown.status, 404, unknown.text);
@@ -374,4 +383,71 @@ test('kill -9 of a NATS node mid-stream: pushes go on, nothing acknowledged is l
   const last = acked.length;
   await answer(pick().server, id, last);
   assert.deepEqual(await heldRecords(pick().server, id), acked);
+});
+
+// aoi's placement (src/cluster/rendezvous.cpp): FNV-1a 64 of "REPLICA\0SESSION", splitmix64's finaliser, the
+// highest score wins (ties to the smaller id).
+const MASK = (1n << 64n) - 1n;
+function score(replica, session) {
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(`${replica}\0${session}`)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & MASK;
+  h = ((h ^ (h >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK;
+  h = ((h ^ (h >> 27n)) * 0x94d049bb133111ebn) & MASK;
+  return h ^ (h >> 31n);
+}
+function placed(session, ids) {
+  let best = null;
+  for (const id of ids) {
+    if (best === null || score(id, session) > score(best, session) ||
+        (score(id, session) === score(best, session) && id < best)) best = id;
+  }
+  return best;
+}
+
+test('a replica that joins takes exactly the sessions hashing gives it, and gives them back when it stops', async () => {
+  // Four sessions hashing gives the newcomer, four it does not.
+  const mine = [];
+  const others = [];
+  for (let i = 0; mine.length < 4 || others.length < 4; i++) {
+    const id = `join-${process.pid}-${i}`;
+    const list = placed(id, ['r1', 'r2', 'r3', 'r4']) === 'r4' ? mine : others;
+    if (list.length < 4) list.push(id);
+  }
+  const ids = [...mine, ...others];
+  const before = {};
+  const answers = {};
+  for (const id of ids) {
+    await create(id);
+    const pushed = await pushOnce(id, ['rec-00000', 'rec-00001', 'rec-00002']);
+    answers[id] = await answer(pick().server, id, pushed.last_seq);
+    before[id] = await holder(id);
+    assert.equal(before[id], placed(id, ['r1', 'r2', 'r3']), `${id} is where hashing put it`);
+  }
+  const port = await freePort();
+  const newcomer = await startReplica('r4', port);
+  replicas.push(newcomer);
+  try {
+    for (const id of mine) {
+      const deadline = Date.now() + WAIT_TIMEOUT_MS;
+      while ((await holder(id)) !== 'r4') {
+        assert.ok(Date.now() < deadline, `${id} never moved to the new replica`);
+        await sleep(100);
+      }
+    }
+    for (const id of others) assert.equal(await holder(id), before[id], `${id} stayed where it was`);
+    for (const id of ids) {
+      assert.equal(await answer(pick().server, id, 3), answers[id], `${id} answers as before the move`);
+      assert.deepEqual(await heldRecords(pick().server, id), ['rec-00000', 'rec-00001', 'rec-00002']);
+    }
+    assert.equal(await metric(newcomer.server, 'aoi_cluster_restored_total'), mine.length,
+      'each moved session came from its holder\'s last snapshot');
+  } finally {
+    replicas.pop();
+    await newcomer.server.stop();
+  }
+  // Stopped, it handed them back.
+  for (const id of mine) {
+    assert.equal(await holder(id), before[id]);
+    assert.equal(await answer(pick().server, id, 3), answers[id]);
+  }
 });

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -117,6 +118,8 @@ class ClusterNode {
   // Snapshots written to the shared folder since the start, and sessions brought up from one.
   std::uint64_t snapshots_written() const;
   std::uint64_t restored_from_snapshots() const;
+  // Sessions given to another replica in a planned move (one joined, or this one stopped).
+  std::uint64_t handed_over() const;
   // Sessions held here, and the leases lost since the start (a session dropped because another replica took it,
   // or because this one could not renew in time).
   int held() const;
@@ -131,6 +134,8 @@ class ClusterNode {
   void steward();
   void tend();
   void work();
+  // A worker's job: the session brought up here if nobody holds it yet.
+  void bring_up(const std::string& id);
 
   const ClusterParams params_;
   service::Service& service_;
@@ -155,6 +160,11 @@ class ClusterNode {
   // digits, so that the newest by name is the newest holder's newest.
   std::filesystem::path snapshot_dir(std::string_view id) const;
   void snapshot_held();
+  // A snapshot of every record the session holds, unless the newest has them; true when there is one.
+  bool snapshot(const std::string& id, const Held& h);
+  // Gives a held session to whichever replica takes it next: a last snapshot, the lease released, the local
+  // copy dropped.
+  void hand_over(const std::string& id, const char* why);
   std::optional<store::SnapshotData> newest_snapshot(std::string_view id) const;
   // One bring-up at a time: a request and the steward may both find a session without a holder.
   std::mutex adopt_mu_;
@@ -164,6 +174,10 @@ class ClusterNode {
   std::chrono::steady_clock::time_point last_snapshots_;  // the steward's
   std::uint64_t snapshots_written_ = 0;                   // guarded by mu_
   std::uint64_t restored_ = 0;                            // guarded by mu_
+  std::uint64_t handed_over_ = 0;                         // guarded by mu_
+  std::set<std::string> seen_live_;                       // the steward's: the replicas live at its last tick
+  std::set<std::string> busy_;                            // guarded by mu_: sessions a job is moving or bringing up
+  bool snapshotting_ = false;                             // guarded by mu_: a snapshot job runs
   bool stopping_ = false;                                 // guarded by mu_
   std::condition_variable wake_;
   std::thread steward_;
