@@ -51,9 +51,9 @@ const stats = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return { p50: s[Math.floor(s.length * 0.5)], p99: s[Math.min(s.length - 1, Math.floor(s.length * 0.99))], n: s.length };
 };
-// Replicas: 4 sessions of 9216 cells (the 8K-token failover session fits); the single servers only push.
+// Replicas: 4 sessions of 10240 cells (the 8K-token failover session fits); the single servers only push.
 const engine = ['--model', MODEL, '--threads', THREADS];
-const replicaContext = ['--ctx-size', String(9216 * 7), '--max-sessions', '4'];
+const replicaContext = ['--ctx-size', String(10240 * 7), '--max-sessions', '4'];
 const singleContext = ['--ctx-size', String(4096 * 5), '--max-sessions', '2'];
 
 const dir = path.join(OUT, 'run');
@@ -90,10 +90,15 @@ for (const fsync of ['always', 'everysec']) {
   await waitHttp(singles[fsync]);
 }
 
-const SESSION = { system: 'Market data follows. Answer in one word.', query_budget: 64, retention: { max_tokens: 11000 } };
+const SESSION = { system: 'Market data follows. Answer in one word.', query_budget: 64, retention: { max_tokens: 9600 } };
 const bar = (i) => `2026-11-26T${String(Math.floor(i / 60) % 24).padStart(2, '0')}:${String(i % 60).padStart(2, '0')} ` +
   `O=${(100 + (i % 37) * 0.25).toFixed(2)} H=${(101 + (i % 41) * 0.25).toFixed(2)} L=${(99 + (i % 29) * 0.25).toFixed(2)} ` +
   `C=${(100 + (i % 31) * 0.25).toFixed(2)} V=${1000 + (i * 37) % 5000}`;
+
+async function created(url, body) {
+  const res = await call(url, 'POST', '/v1/sessions', body);
+  if (res.status !== 201) throw new Error(`creating ${body.id}: ${res.status} ${JSON.stringify(res.body)}`);
+}
 
 async function holderOf(id) {
   for (;;) {
@@ -127,7 +132,7 @@ const push = {};
 for (const [name, url] of [['cluster via HAProxy', proxy], ['single --fsync always', singles.always],
   ['single --fsync everysec', singles.everysec]]) {
   const id = `push-${name.replace(/\W+/g, '-')}`;
-  await call(url, 'POST', '/v1/sessions', { id, ...SESSION, retention: { max_tokens: 2000 } });
+  await created(url, { id, ...SESSION, retention: { max_tokens: 2000 } });
   const xs = [];
   for (let i = 0; i < 550; i++) {
     const t0 = now();
@@ -142,7 +147,7 @@ for (const [name, url] of [['cluster via HAProxy', proxy], ['single --fsync alwa
 
 // ---- forwarded against direct ----
 const fid = 'forwarding';
-await call(proxy, 'POST', '/v1/sessions', { id: fid, ...SESSION });
+await created(proxy, { id: fid, ...SESSION });
 const holding = await holderOf(fid);
 const other = replicas.find((r) => r !== holding);
 const forward = {};
@@ -161,7 +166,7 @@ for (const [name, url] of [['to the holder', holding.url], ['forwarded by anothe
 const failover = [];
 for (const size of SIZES) {
   const id = `failover-${size}`;
-  await call(proxy, 'POST', '/v1/sessions', { id, ...SESSION });
+  await created(proxy, { id, ...SESSION });
   let last = 0;
   let tokens = 0;
   for (let i = 0; tokens < size; i += 20) {
