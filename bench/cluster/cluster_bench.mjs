@@ -56,7 +56,7 @@ const engine = ['--model', MODEL, '--threads', THREADS];
 const replicaContext = ['--ctx-size', String(10240 * 7), '--max-sessions', '4'];
 const singleContext = ['--ctx-size', String(4096 * 5), '--max-sessions', '2'];
 
-const dir = path.join(OUT, 'run');
+const dir = path.join(OUT, `run-${process.pid}`);  // servers' data of this run only
 rmSync(dir, { recursive: true, force: true });
 mkdirSync(path.join(dir, 'shared'), { recursive: true });
 const natsPort = await freePort();
