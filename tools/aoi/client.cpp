@@ -704,6 +704,25 @@ int run_watch(const WatchOptions& o) {
   }
 }
 
+// Columns padded to their widest cell: the first `text_columns` and the last left-aligned (text), the others
+// right-aligned (numbers).
+void print_table(const std::vector<std::vector<std::string>>& rows, size_t text_columns) {
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      if (c > 0) line += "  ";
+      const bool text = c < text_columns || c + 1 == row.size();
+      line += text ? row[c] + (c + 1 < row.size() ? pad : "") : pad + row[c];
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 // ---- sessions ----
 
 void add_sessions_options(CLI::App& app, SessionsOptions& o) { add_endpoint_options(app, o.endpoint); }
@@ -738,20 +757,38 @@ int run_sessions(const SessionsOptions& o) {
     std::printf("no sessions\n");
     return 0;
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  print_table(rows, 2);
+  return 0;
+}
+
+// ---- cluster ----
+
+void add_cluster_options(CLI::App& app, ClusterOptions& o) { add_endpoint_options(app, o.endpoint); }
+
+int run_cluster(const ClusterOptions& o) {
+  auto client = open_client("cluster", o.endpoint, milliseconds(60000));
+  if (!client) return 1;
+  auto r = client->send({.target = "/v1/cluster"});
+  if (!r) return fail("cluster", r.error().message);
+  if (!r->ok()) return fail("cluster", describe_error(*r));
+  const json body = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("replicas") || !body.contains("sessions")) {
+    return fail("cluster", "unexpected answer: " + r->body.substr(0, 200));
   }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(width[c] - row[c].size(), ' ');
-      if (c > 0) line += "  ";
-      const bool text = c < 2 || c + 1 == row.size();  // text left, numbers right
-      line += text ? row[c] + (c + 1 < row.size() ? pad : "") : pad + row[c];
-    }
-    std::printf("%s\n", line.c_str());
+  std::printf("as replica %s sees it:\n\n", text_at(body, {"replica"}).c_str());
+  std::vector<std::vector<std::string>> replicas = {{"REPLICA", "URL", "SESSIONS HELD"}};
+  for (const auto& x : body["replicas"]) {
+    replicas.push_back({text_at(x, {"id"}), text_at(x, {"url"}), text_at(x, {"held"})});
   }
+  print_table(replicas, 2);
+  std::vector<std::vector<std::string>> sessions = {{"SESSION", "HELD BY", "EPOCH"}};
+  for (const auto& x : body["sessions"]) {
+    const bool held = x.contains("replica") && x["replica"].is_string();
+    sessions.push_back(
+        {text_at(x, {"id"}), held ? text_at(x, {"replica"}) : "(nobody)", held ? text_at(x, {"epoch"}) : "-"});
+  }
+  std::printf("\n");
+  print_table(sessions, 2);
   return 0;
 }
 

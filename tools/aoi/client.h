@@ -56,6 +56,13 @@ struct SessionsOptions {
 void add_sessions_options(CLI::App& app, SessionsOptions& o);
 int run_sessions(const SessionsOptions& o);
 
+// aoi cluster: a cluster's replicas and who holds each session (GET /v1/cluster).
+struct ClusterOptions {
+  Endpoint endpoint;
+};
+void add_cluster_options(CLI::App& app, ClusterOptions& o);
+int run_cluster(const ClusterOptions& o);
+
 struct CreateOptions {
   Endpoint endpoint;
   std::string session;

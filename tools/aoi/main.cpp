@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
   aoi::cli::SessionsOptions sessions;
   CLI::App* ss = app.add_subcommand("sessions", "list the server's sessions");
   aoi::cli::add_sessions_options(*ss, sessions);
+  aoi::cli::ClusterOptions cluster;
+  CLI::App* cl = app.add_subcommand("cluster", "show a cluster's replicas and who holds each session");
+  aoi::cli::add_cluster_options(*cl, cluster);
   aoi::cli::CreateOptions create;
   CLI::App* cr = app.add_subcommand("create", "create a session (and register its flash questions)");
   aoi::cli::add_create_options(*cr, create);
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
   if (as->parsed()) return aoi::cli::run_ask(ask);
   if (wa->parsed()) return aoi::cli::run_watch(watch);
   if (ss->parsed()) return aoi::cli::run_sessions(sessions);
+  if (cl->parsed()) return aoi::cli::run_cluster(cluster);
   if (cr->parsed()) return aoi::cli::run_create(create);
   if (fe->parsed()) return aoi::cli::run_feed(feed);
   if (rp->parsed()) {
