@@ -196,11 +196,7 @@ Result<ClusterNode::Route> ClusterNode::route(std::string_view id, bool take) {
       return Error::not_ready("session " + std::string(id) + " is moving between replicas");
     }
   }
-  std::lock_guard adopting(adopt_mu_);
-  {
-    std::lock_guard lock(mu_);  // brought up by the steward or another request meanwhile
-    if (held_.contains(id)) return Route{.kind = Route::Kind::kHere};
-  }
+  // Looked up without the bring-up lock: a request for a session held elsewhere never waits behind one.
   auto holder = leases_->holder(id);
   if (!holder) return holder.error();
   if (*holder && (*holder)->replica != self().id) {
@@ -214,6 +210,11 @@ Result<ClusterNode::Route> ClusterNode::route(std::string_view id, bool take) {
     if (!live) return live.error();
     const Replica* owner = rendezvous_owner(id, *live);
     if (owner != nullptr && owner->id != self().id) return Route{.kind = Route::Kind::kThere, .replica = *owner};
+  }
+  std::lock_guard adopting(adopt_mu_);
+  {
+    std::lock_guard lock(mu_);  // brought up by the steward or another request meanwhile
+    if (held_.contains(id)) return Route{.kind = Route::Kind::kHere};
   }
   auto adopted = adopt(id, **definition);
   if (!adopted) {

@@ -370,7 +370,16 @@ net::awaitable<Outcome> Server::Impl::dispatch(Request& req, beast::tcp_stream& 
             sinks.load(),
             node};
   if (push_to_stream) co_return co_await push_in_cluster(call, call.params[0]);
-  co_return co_await found->handler(call);
+  Outcome outcome = co_await found->handler(call);
+  // In a cluster, the session may have left this replica while the request ran on it (handed over to a replica
+  // that joined, or its lease lost): its 404 says so, not that the session is gone. The caller tries again and
+  // reaches the new holder.
+  if (node != nullptr && call.session != nullptr && outcome.response &&
+      outcome.response->result() == http::status::not_found && svc->handle(call.session->id()) != call.session) {
+    outcome = Outcome{error_response(
+        req, Error::not_ready("session " + call.session->id() + " moved to another replica meanwhile: try again"))};
+  }
+  co_return outcome;
 }
 
 net::awaitable<void> Server::Impl::connection(tcp::socket socket) {

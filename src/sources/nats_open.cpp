@@ -124,4 +124,6 @@ Result<NatsOpen> nats_open_for(const SourceUrl& url, std::string name, std::chro
                   .timeout = timeout};
 }
 
+void nats_close_library(std::chrono::milliseconds timeout) { (void)nats_CloseAndWait(timeout.count()); }
+
 }  // namespace aoi::sources

@@ -25,6 +25,7 @@
 #include "aoi/engine/model.h"
 #include "aoi/server/server.h"
 #include "aoi/service/service.h"
+#include "aoi/sources/nats_open.h"
 #include "aoi/sources/sink_manager.h"
 #include "aoi/sources/source_manager.h"
 #include "aoi/store/log_syncer.h"
@@ -344,6 +345,7 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   sources.reset();  // no more pushes: what the consumers took is in the logs before the final snapshots
   sinks.reset();
   (*service)->shutdown();
+  sources::nats_close_library(std::chrono::seconds(5));  // every NATS connection is gone by now
   return 0;
 }
 

@@ -62,6 +62,11 @@ Result<NatsPtr<natsConnection>> nats_connect(natsOptions* options, const std::ve
 // Both of the above.
 Result<NatsPtr<natsConnection>> nats_open(const NatsOpen& open);
 
+// Once every connection of the process is destroyed, at its very end: waits for libnats's own threads to end
+// (a destroyed connection's callbacks, which log, may still run on them), so that none runs while the
+// process's statics (the loggers) are destroyed. Nothing of libnats may be used afterwards.
+void nats_close_library(std::chrono::milliseconds timeout);
+
 // What a nats:// source URL asks for, its password or token read now. Errors: invalid naming source.url (the
 // variable or file that names the secret).
 Result<NatsOpen> nats_open_for(const SourceUrl& url, std::string name, std::chrono::milliseconds timeout);

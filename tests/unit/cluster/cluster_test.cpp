@@ -24,6 +24,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// After the last test: libnats's threads end before the process's statics (its callbacks log).
+class NatsLibrary : public ::testing::Environment {
+ public:
+  void TearDown() override { sources::nats_close_library(std::chrono::seconds(5)); }
+};
+[[maybe_unused]] const auto* const kNatsLibrary = ::testing::AddGlobalTestEnvironment(new NatsLibrary);
+
 std::vector<Replica> replicas(int n) {
   std::vector<Replica> out;
   for (int i = 0; i < n; ++i) out.push_back(Replica{.id = "replica-" + std::to_string(i), .url = ""});
