@@ -10,8 +10,10 @@
 // an ephemeral one disappears with the connection; messages stream in with no request per batch; the server's
 // flow control bounds what is sent ahead of the reads. The class adds what libnats 3.4.1 leaves out: a consumer
 // recreated before it received anything restarts from the stream's first message, and a message dropped for a
-// full client buffer is skipped by the next one; each is recognised here (a sequence at or before the position,
-// the subscription's dropped count) and the consumer made again from the position.
+// full client buffer is skipped by the next one. The first is recognised here (a sequence at or before the
+// position) and passed over: the consumer is not made again from the position, since unsubscribing while
+// libnats resets it on its own thread reads memory that thread frees (AddressSanitizer found it); the cost is
+// reading the stream's start once more. The second (the subscription's dropped count) makes it again.
 //
 // One thread at a time (the source runner's); libnats's own threads touch nothing of this object.
 #pragma once
