@@ -106,7 +106,7 @@ Result<session::SessionConfig> parse_session_config(const nlohmann::json& body) 
     if (!*url)
       return Error::invalid("source.url",
                             "a source needs its url (redis://HOST:PORT/STREAM-KEY, kafka://HOST:PORT/TOPIC, "
-                            "mqtt://HOST:PORT/TOPIC-FILTER)");
+                            "mqtt://HOST:PORT/TOPIC-FILTER, nats://HOST:PORT/SUBJECT?stream=NAME)");
     sc.url = **url;
     if (auto parsed = sources::parse_source_url(sc.url); !parsed) return parsed.error();
     auto format = r.string("format");

@@ -803,8 +803,8 @@ void add_create_options(CLI::App& app, CreateOptions& o) {
   app.add_option("--eviction", o.eviction, "eviction policy")->check(CLI::IsMember({"recompute", "shift"}));
   app.add_option("--flash", o.flash, "register a flash question (repeatable)")->allow_extra_args(false);
   app.add_option("--source", o.source,
-                 "consume a broker: redis://HOST:PORT/STREAM-KEY, kafka://HOST:PORT/TOPIC or "
-                 "mqtt://HOST:PORT/TOPIC-FILTER (docs/api.md, Sources)");
+                 "consume a broker: redis://HOST:PORT/STREAM-KEY, kafka://HOST:PORT/TOPIC, "
+                 "mqtt://HOST:PORT/TOPIC-FILTER or nats://HOST:PORT/SUBJECT?stream=NAME (docs/api.md, Sources)");
   app.add_option("--source-format", o.source_format, "how the source's messages read")
       ->check(CLI::IsMember({"json", "csv", "text"}));
   app.add_option("--source-overflow", o.source_overflow, "a full queue: lag (default) or drop_oldest")
