@@ -8,11 +8,25 @@
 #include "aoi/sources/source_manager.h"
 
 namespace aoi::cluster {
+namespace {
 
 // Requests waiting on the NATS cluster at once (a lookup takes a loopback round trip; a bring-up, seconds).
 constexpr int kWorkers = 4;
 constexpr std::chrono::seconds kJetStreamWait{30};
 constexpr const char* kSnapshotExtension = ".aoisnap";
+
+// The session's snapshots in the shared folder, oldest first (their names sort as epoch, then seq).
+std::vector<std::filesystem::path> snapshot_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == kSnapshotExtension) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
 
 Status validate(const ClusterParams& params) {
   if (auto servers = NatsConnection::parse_servers(params.url); !servers) return servers.error();
@@ -308,16 +322,11 @@ std::uint64_t ClusterNode::restored_from_snapshots() const {
 
 std::optional<store::SnapshotData> ClusterNode::newest_snapshot(std::string_view id) const {
   if (params_.shared_dir.empty()) return std::nullopt;
-  std::vector<std::filesystem::path> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(snapshot_dir(id), ec)) {
-    if (e.path().extension() == kSnapshotExtension) files.push_back(e.path());
-  }
-  std::sort(files.rbegin(), files.rend());
-  for (const auto& f : files) {
-    auto snapshot = store::read_snapshot(f);
+  const auto files = snapshot_files(snapshot_dir(id));
+  for (auto f = files.rbegin(); f != files.rend(); ++f) {
+    auto snapshot = store::read_snapshot(*f);
     if (snapshot) return std::move(snapshot).value();
-    spdlog::warn("cluster: {}: {}", f.string(), snapshot.error().message);
+    spdlog::warn("cluster: {}: {}", f->string(), snapshot.error().message);
   }
   return std::nullopt;
 }
@@ -362,11 +371,7 @@ bool ClusterNode::snapshot(const std::string& id, const Held& h) {
     return false;
   }
   // The newest two stay: one being read by a new holder as the next is written is never the only one.
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (e.path().extension() == kSnapshotExtension) files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
+  const auto files = snapshot_files(dir);
   for (size_t i = 0; i + 2 < files.size(); ++i) std::filesystem::remove(files[i], ec);
   std::lock_guard lock(mu_);
   ++snapshots_written_;

@@ -8,12 +8,12 @@ namespace {
 
 // A write refused by the server (the revision moved, the key exists) is a conflict; no answer is not_ready.
 Error write_error(const std::string& bucket, std::string_view key, natsStatus s) {
-  if (unanswered(s)) return Error::not_ready("nats: bucket " + bucket + ": " + status_text(s));
-  return Error::conflict("nats: bucket " + bucket + ": key " + std::string(key) + ": " + status_text(s));
+  if (unanswered(s)) return Error::not_ready("nats: bucket " + bucket + ": " + sources::nats_status_text(s));
+  return Error::conflict("nats: bucket " + bucket + ": key " + std::string(key) + ": " + sources::nats_status_text(s));
 }
 
 Error read_error(const std::string& bucket, natsStatus s) {
-  return Error::not_ready("nats: bucket " + bucket + ": " + status_text(s));
+  return Error::not_ready("nats: bucket " + bucket + ": " + sources::nats_status_text(s));
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ Result<std::unique_ptr<NatsConnection>> NatsConnection::connect(std::vector<sour
   js_opts.Wait = timeout.count();
   impl->wait_ms = timeout.count();
   if (natsStatus s = natsConnection_JetStream(&impl->js, impl->conn, &js_opts); s != NATS_OK) {
-    return Error::not_ready(sources::nats_where(servers) + ": JetStream: " + status_text(s));
+    return Error::not_ready(sources::nats_where(servers) + ": JetStream: " + sources::nats_status_text(s));
   }
   return std::unique_ptr<NatsConnection>(new NatsConnection(std::move(impl), std::move(servers)));
 }
@@ -67,7 +67,7 @@ Result<std::unique_ptr<KvBucket>> NatsConnection::bucket(const BucketSpec& spec)
     cfg.StorageType = spec.memory ? js_MemoryStorage : js_FileStorage;
     s = js_CreateKeyValue(&kv, impl_->js, &cfg);
     if (s != NATS_OK) {
-      const std::string why = status_text(s);
+      const std::string why = sources::nats_status_text(s);
       // Another replica may have created it meanwhile: take that one.
       if (js_KeyValue(&kv, impl_->js, spec.name.c_str()) != NATS_OK) {
         return Error::not_ready(where_ + ": bucket " + spec.name + ": " + why);
@@ -75,7 +75,7 @@ Result<std::unique_ptr<KvBucket>> NatsConnection::bucket(const BucketSpec& spec)
       s = NATS_OK;
     }
   }
-  if (s != NATS_OK) return Error::not_ready(where_ + ": bucket " + spec.name + ": " + status_text(s));
+  if (s != NATS_OK) return Error::not_ready(where_ + ": bucket " + spec.name + ": " + sources::nats_status_text(s));
   auto impl = std::make_unique<KvBucket::Impl>();
   impl->kv = kv;
   impl->name = spec.name;

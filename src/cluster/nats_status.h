@@ -11,9 +11,6 @@
 
 namespace aoi::cluster {
 
-// The status's text, with the detail libnats kept for this thread's last error.
-inline std::string status_text(natsStatus s) { return sources::nats_status_text(s); }
-
 // No server answered in time, or none is connected: the operation may well succeed later.
 inline bool unanswered(natsStatus s) {
   return s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS || s == NATS_CONNECTION_CLOSED ||

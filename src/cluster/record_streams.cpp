@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "aoi/cluster/kv_bucket.h"
+#include "aoi/sources/source_url.h"
 #include "nats_connection_impl.h"
 #include "nats_status.h"
 
@@ -15,12 +16,8 @@ std::string RecordStreams::stream_name(std::string_view session) { return "AOI_R
 std::string RecordStreams::subject(std::string_view session) { return "aoi.rec." + bucket_key(session); }
 
 std::string RecordStreams::source_url(std::string_view session) const {
-  std::string hosts;
-  for (const auto& e : nats_.servers()) {
-    hosts += (hosts.empty() ? "" : ",") + (e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host) + ":" +
-             std::to_string(e.port);
-  }
-  return "nats://" + hosts + "/" + subject(session) + "?stream=" + stream_name(session);
+  sources::SourceUrl url{.endpoints = nats_.servers()};
+  return "nats://" + url.where() + "/" + subject(session) + "?stream=" + stream_name(session);
 }
 
 Status RecordStreams::ensure(std::string_view session) {
@@ -41,7 +38,7 @@ Status RecordStreams::ensure(std::string_view session) {
   // Created now, or by an earlier call with the same configuration (JetStream answers that as a success).
   if (s == NATS_OK) return {};
   if (code == JSStreamNameExistErr) return {};
-  return Error::not_ready(nats_.where() + ": stream " + name + ": " + status_text(s));
+  return Error::not_ready(nats_.where() + ": stream " + name + ": " + sources::nats_status_text(s));
 }
 
 Result<Published> RecordStreams::publish(std::string_view session, const std::vector<std::string>& messages,
@@ -65,7 +62,7 @@ Result<Published> RecordStreams::publish(std::string_view session, const std::ve
     if (s != NATS_OK) {
       jsPubAck_Destroy(ack);
       // No responders too: the stream's servers may be electing a new leader (one of them died).
-      return Error::not_ready(nats_.where() + ": publish to " + name + ": " + status_text(s) +
+      return Error::not_ready(nats_.where() + ": publish to " + name + ": " + sources::nats_status_text(s) +
                               (out.last_seq != 0 ? " (after seq " + std::to_string(out.last_seq) + ")" : ""));
     }
     // A repeated message (its id seen) is acknowledged with the sequence the stream holds it at.
@@ -81,7 +78,7 @@ Status RecordStreams::remove(std::string_view session) {
   jsErrCode code = static_cast<jsErrCode>(0);
   const natsStatus s = js_DeleteStream(nats_.impl().js, name.c_str(), nullptr, &code);
   if (s == NATS_OK || s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) return {};
-  return Error::not_ready(nats_.where() + ": delete stream " + name + ": " + status_text(s));
+  return Error::not_ready(nats_.where() + ": delete stream " + name + ": " + sources::nats_status_text(s));
 }
 
 }  // namespace aoi::cluster
