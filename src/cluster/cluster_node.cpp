@@ -167,9 +167,10 @@ Result<service::SessionRef> ClusterNode::start_local(std::string_view id, const 
 Result<service::SessionRef> ClusterNode::adopt(std::string_view id, const SessionDefinition& definition) {
   auto lease = leases_->acquire(id);
   if (!lease) return lease.error();
-  if (Status stream = streams_->ensure(id); !stream) {
+  auto stream_seq = streams_->ensure(id);
+  if (!stream_seq) {
     (void)leases_->release(*lease);
-    return stream.error();
+    return stream_seq.error();
   }
   // From the newest snapshot in the shared folder when there is one: the stream after it is all that is left
   // to ingest (its source position is the snapshot's last record's sequence).
@@ -194,7 +195,8 @@ Result<service::SessionRef> ClusterNode::adopt(std::string_view id, const Sessio
   if (auto* sources = sources_.load(); restored && sources != nullptr) sources->poke();
   {
     std::lock_guard lock(mu_);
-    held_[std::string(id)] = Held{.lease = *lease, .session = *session, .snapshot_seq = snapshot_seq};
+    held_[std::string(id)] =
+        Held{.lease = *lease, .session = *session, .snapshot_seq = snapshot_seq, .catch_up_seq = *stream_seq};
     if (restored) ++restored_;
   }
   spdlog::info("cluster: session {} is held here (epoch {}{})", id, lease->epoch,
@@ -205,10 +207,7 @@ Result<service::SessionRef> ClusterNode::adopt(std::string_view id, const Sessio
 Result<ClusterNode::Route> ClusterNode::route(std::string_view id, bool take) {
   {
     std::lock_guard lock(mu_);
-    if (auto it = held_.find(id); it != held_.end()) {
-      if (it->second.lease.valid()) return Route{.kind = Route::Kind::kHere};
-      return Error::not_ready("session " + std::string(id) + " is moving between replicas");
-    }
+    if (auto it = held_.find(id); it != held_.end()) return here(id, it->second);
   }
   // Looked up without the bring-up lock: a request for a session held elsewhere never waits behind one.
   auto holder = leases_->holder(id);
@@ -228,7 +227,7 @@ Result<ClusterNode::Route> ClusterNode::route(std::string_view id, bool take) {
   std::lock_guard adopting(adopt_mu_);
   {
     std::lock_guard lock(mu_);  // brought up by the steward or another request meanwhile
-    if (held_.contains(id)) return Route{.kind = Route::Kind::kHere};
+    if (auto it = held_.find(id); it != held_.end()) return here(id, it->second);
   }
   auto adopted = adopt(id, **definition);
   if (!adopted) {
@@ -238,6 +237,24 @@ Result<ClusterNode::Route> ClusterNode::route(std::string_view id, bool take) {
       return Route{.kind = Route::Kind::kThere, .replica = Replica{.id = (*now)->replica, .url = (*now)->url}};
     }
     return Error::not_ready("session " + std::string(id) + " is being brought up");
+  }
+  std::lock_guard lock(mu_);
+  auto it = held_.find(id);
+  if (it == held_.end()) return Error::not_ready("session " + std::string(id) + " is moving between replicas");
+  return here(id, it->second);
+}
+
+Result<ClusterNode::Route> ClusterNode::here(std::string_view id, Held& held) {
+  if (!held.lease.valid()) return Error::not_ready("session " + std::string(id) + " is moving between replicas");
+  if (held.catch_up_seq > 0) {
+    const auto view = held.session->view();
+    const std::uint64_t ingested = view == nullptr ? 0 : view->last_seq_ingested;
+    if (ingested < held.catch_up_seq) {
+      return Error::not_ready("session " + std::string(id) + " was brought up on this replica and is ingesting its " +
+                              "stream: " + std::to_string(ingested) + " of " + std::to_string(held.catch_up_seq) +
+                              " records");
+    }
+    held.catch_up_seq = 0;  // caught up: from now on the session answers as any
   }
   return Route{.kind = Route::Kind::kHere};
 }

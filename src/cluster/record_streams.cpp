@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "aoi/cluster/kv_bucket.h"
+#include "aoi/sources/nats_open.h"
 #include "aoi/sources/source_url.h"
 #include "nats_connection_impl.h"
 #include "nats_status.h"
@@ -20,7 +21,7 @@ std::string RecordStreams::source_url(std::string_view session) const {
   return "nats://" + url.where() + "/" + subject(session) + "?stream=" + stream_name(session);
 }
 
-Status RecordStreams::ensure(std::string_view session) {
+Result<std::uint64_t> RecordStreams::ensure(std::string_view session) {
   const std::string name = stream_name(session);
   const std::string subj = subject(session);
   const char* subjects[] = {subj.c_str()};
@@ -31,14 +32,22 @@ Status RecordStreams::ensure(std::string_view session) {
   cfg.SubjectsLen = 1;
   cfg.Storage = js_FileStorage;
   cfg.Replicas = replicas_;
-  jsStreamInfo* info = nullptr;
+  jsStreamInfo* raw = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_AddStream(&info, nats_.impl().js, &cfg, nullptr, &code);
-  jsStreamInfo_Destroy(info);
-  // Created now, or by an earlier call with the same configuration (JetStream answers that as a success).
-  if (s == NATS_OK) return {};
-  if (code == JSStreamNameExistErr) return {};
-  return Error::not_ready(nats_.where() + ": stream " + name + ": " + sources::nats_status_text(s));
+  natsStatus s = js_AddStream(&raw, nats_.impl().js, &cfg, nullptr, &code);
+  // Created now, or by an earlier call with the same configuration (JetStream answers that as a success);
+  // made with another configuration (an older replica's copies): asked for what it holds.
+  if (s != NATS_OK && code == JSStreamNameExistErr) {
+    jsStreamInfo_Destroy(raw);
+    raw = nullptr;
+    code = static_cast<jsErrCode>(0);
+    s = js_GetStreamInfo(&raw, nats_.impl().js, name.c_str(), nullptr, &code);
+  }
+  sources::NatsPtr<jsStreamInfo> info(raw);
+  if (s != NATS_OK || info == nullptr) {
+    return Error::not_ready(nats_.where() + ": stream " + name + ": " + sources::nats_status_text(s));
+  }
+  return info->State.LastSeq;
 }
 
 Result<Published> RecordStreams::publish(std::string_view session, const std::vector<std::string>& messages,

@@ -288,11 +288,17 @@ test('kill -9 of the replica holding a session, 10 rounds: every acknowledged re
     const r = replicas.find((x) => x.id === victim);
     r.server.child.kill('SIGKILL');
     await r.server.exited;
+    const ackedAtKill = acked.length;
     await sleep(Math.random() * 300);
     r.server = (await startReplica(victim, r.port)).server;
     await sleep(200);
     pushing = false;
     await pusher;
+    // No client sees an older state after the move: the next holder answers only once it holds every record
+    // acknowledged before it took the session (those of the pushes after may still be on their way).
+    const held = await heldRecords(pick().server, id);
+    assert.ok(held.length >= ackedAtKill, `round ${round}: ${held.length} records after the move, ${ackedAtKill} acknowledged before it`);
+    assert.deepEqual(held, acked.slice(0, held.length), `round ${round}: the records in the order acknowledged`);
   }
   // The holder snapshots the session to the shared folder (every second here); the next holder starts from the
   // newest snapshot and ingests only the stream after it.

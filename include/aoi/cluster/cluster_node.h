@@ -94,7 +94,8 @@ class ClusterNode {
   };
   // Where a session's requests go now. One that nobody holds is brought up here when rendezvous hashing gives
   // it to this replica, or `take` (a request another replica forwarded here for it). Errors: not_ready (the
-  // NATS cluster does not answer; the session is being moved), those of bringing it up.
+  // NATS cluster does not answer; the session is being moved, or was just brought up here and is still
+  // ingesting the records acknowledged before), those of bringing it up.
   Result<Route> route(std::string_view id, bool take);
   // The replica that creates a new session with this id (this one: nullopt). Errors: not_ready.
   Result<std::optional<Replica>> creator(std::string_view id);
@@ -155,7 +156,13 @@ class ClusterNode {
     Lease lease;
     service::SessionRef session;
     std::uint64_t snapshot_seq = 0;  // the records its newest snapshot in the shared folder holds
+    // The stream's last sequence when the session was brought up here: every push acknowledged before then is
+    // at or before it. Requests wait (503) until the session has ingested that far, so that a move never shows
+    // a client an older state than the one its pushes were acknowledged into.
+    std::uint64_t catch_up_seq = 0;
   };
+  // kHere for a session held here, once it may answer: its lease valid, its stream caught up. With mu_ held.
+  Result<Route> here(std::string_view id, Held& held);
   // Snapshots in the shared folder: <dir>/sessions/<key>/<epoch>-<seq>.aoisnap, both zero-padded to 20
   // digits, so that the newest by name is the newest holder's newest.
   std::filesystem::path snapshot_dir(std::string_view id) const;

@@ -26,8 +26,9 @@ class RecordStreams {
   // replicas: the copies each stream keeps on the NATS cluster's servers.
   RecordStreams(NatsConnection& nats, int replicas) : nats_(nats), replicas_(replicas) {}
 
-  // Creates the session's stream (an existing one is kept, with what it holds). Errors: not_ready.
-  Status ensure(std::string_view session);
+  // Creates the session's stream (an existing one is kept, with what it holds); returns the sequence of the
+  // last message it holds (0: none), which every push acknowledged so far is at or before. Errors: not_ready.
+  Result<std::uint64_t> ensure(std::string_view session);
   // Publishes the messages in order; returns once JetStream acknowledged every one. `idempotency_key`: the
   // messages are "KEY/0", "KEY/1", ... to JetStream, which holds each once however often it is published
   // within its deduplication window (two minutes): a client may repeat a push whose answer it never got.
