@@ -1,7 +1,9 @@
 #include "cluster_api.h"
 
+#include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
@@ -172,6 +174,53 @@ net::awaitable<Outcome> delete_in_cluster(Call& call) {
   auto removed = co_await on_cluster<Status>(node, remove);
   if (!removed) co_return Outcome{error_response(call.request, removed.error())};
   co_return Outcome{json_response(call.request, http::status::ok, {{"id", id}, {"deleted", true}})};
+}
+
+net::awaitable<Outcome> list_in_cluster(Call& call, json local) {
+  ClusterNode& node = *call.cluster;
+  const std::string self = node.self().id;
+  for (auto& s : local) s["replica"] = self;
+  // Asked by another replica gathering the list: this one's own.
+  if (call.request.find(kForwardedBy) != call.request.end()) {
+    co_return Outcome{json_response(call.request, http::status::ok, {{"sessions", local}})};
+  }
+  auto look = [&node] { return node.replicas(); };
+  auto live = co_await on_cluster<Result<std::vector<cluster::Replica>>>(node, look);
+  if (!live) co_return Outcome{error_response(call.request, live.error())};
+  json sessions = std::move(local);
+  std::set<std::string> listed;
+  for (const auto& s : sessions) listed.insert(s["id"].get<std::string>());
+  json unanswered = json::array();
+  const net::any_io_executor executor = call.stream.get_executor();
+  for (const auto& replica : *live) {
+    if (replica.id == self) continue;
+    auto answer = co_await ask_replica(executor, replica.url, call.request, self);
+    json body;
+    std::string why;
+    if (!answer) {
+      why = answer.error().message;
+    } else if (answer->result() != http::status::ok) {
+      why = "HTTP " + std::to_string(answer->result_int());
+    } else {
+      body = json::parse(answer->body(), nullptr, false);
+      if (!body.is_object() || !body.contains("sessions") || !body["sessions"].is_array()) why = "not a list";
+    }
+    if (!why.empty()) {
+      unanswered.push_back({{"replica", replica.id}, {"error", why}});
+      continue;
+    }
+    // A session moving between two replicas may be in both answers for a moment: listed once.
+    for (auto& s : body["sessions"]) {
+      if (s.is_object() && s.contains("id") && s["id"].is_string() &&
+          listed.insert(s["id"].get<std::string>()).second) {
+        sessions.push_back(std::move(s));
+      }
+    }
+  }
+  std::sort(sessions.begin(), sessions.end(),
+            [](const json& a, const json& b) { return a["id"].get<std::string>() < b["id"].get<std::string>(); });
+  co_return Outcome{
+      json_response(call.request, http::status::ok, {{"sessions", sessions}, {"unanswered", unanswered}})};
 }
 
 namespace {

@@ -37,6 +37,9 @@ net::awaitable<Outcome> push_in_cluster(Call& call, const std::string& id);
 net::awaitable<Outcome> create_in_cluster(Call& call, nlohmann::json body, const std::string& id);
 // DELETE /v1/sessions/{id}, on the holder.
 net::awaitable<Outcome> delete_in_cluster(Call& call);
+// GET /v1/sessions: `local` (what this replica holds, as the caller may see it) and what every other live
+// replica answers for itself, each session with its replica; the replicas that did not answer are named.
+net::awaitable<Outcome> list_in_cluster(Call& call, nlohmann::json local);
 
 // GET /v1/cluster (a replica's view of its cluster; 404 on a single server).
 void add_cluster_routes(std::vector<Route>& routes);

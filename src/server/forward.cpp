@@ -42,36 +42,45 @@ int status_of(const std::string& head) {
   return status;
 }
 
+// Connects `upstream` to the replica at `url` (http://HOST:PORT) and sends it a copy of `req` marked as
+// forwarded by `via`, within 5 s. Errors: not_ready (why it could not).
+net::awaitable<Status> send_to_replica(beast::tcp_stream& upstream, const std::string& url, const Request& req,
+                                       const std::string& via) {
+  std::string_view authority(url);
+  if (authority.starts_with("http://")) authority.remove_prefix(7);
+  if (const size_t slash = authority.find('/'); slash != std::string_view::npos) authority = authority.substr(0, slash);
+  auto endpoint = sources::parse_endpoint(authority, 80);
+  if (!endpoint) co_return Error::not_ready(endpoint.error().message);
+  boost::system::error_code ec;
+  tcp::resolver resolver(upstream.get_executor());
+  auto found = co_await resolver.async_resolve(endpoint->host, std::to_string(endpoint->port),
+                                               net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return Error::not_ready(ec.message());
+  upstream.expires_after(std::chrono::seconds(5));
+  co_await upstream.async_connect(found, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return Error::not_ready(ec.message());
+  Request sent = req;
+  sent.set(kForwardedBy, via);
+  sent.keep_alive(false);
+  co_await http::async_write(upstream, sent, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return Error::not_ready(ec.message());
+  co_return Status{};
+}
+
 }  // namespace
 
 net::awaitable<std::optional<Outcome>> forward(Request& req, beast::tcp_stream& client, const std::string& url,
                                                const std::string& via, bool fallback) {
   const auto executor = client.get_executor();
-  std::string_view authority(url);
-  if (authority.starts_with("http://")) authority.remove_prefix(7);
-  if (const size_t slash = authority.find('/'); slash != std::string_view::npos) authority = authority.substr(0, slash);
-  auto endpoint = sources::parse_endpoint(authority, 80);
-  const auto unreachable = [&](const std::string& why) -> std::optional<Outcome> {
-    if (fallback) return std::nullopt;
-    return Outcome{error_response(req, Error::not_ready("the replica holding this session (" + url +
-                                                        ") does not answer: " + why + "; try again shortly"))};
-  };
-  if (!endpoint) co_return unreachable(endpoint.error().message);
-  boost::system::error_code ec;
-  tcp::resolver resolver(executor);
-  auto found = co_await resolver.async_resolve(endpoint->host, std::to_string(endpoint->port),
-                                               net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return unreachable(ec.message());
   beast::tcp_stream upstream(executor);
-  upstream.expires_after(std::chrono::seconds(5));
-  co_await upstream.async_connect(found, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return unreachable(ec.message());
   // Sent on a copy: a request that could not be sent stays as it came, for the fallback.
-  Request sent = req;
-  sent.set(kForwardedBy, via);
-  sent.keep_alive(false);
-  co_await http::async_write(upstream, sent, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return unreachable(ec.message());
+  if (Status sent = co_await send_to_replica(upstream, url, req, via); !sent) {
+    if (fallback) co_return std::nullopt;
+    co_return Outcome{
+        error_response(req, Error::not_ready("the replica holding this session (" + url +
+                                             ") does not answer: " + sent.error().message + "; try again shortly"))};
+  }
+  boost::system::error_code ec;
   upstream.expires_never();
   client.expires_never();
   // The client's side (a WebSocket's frames) on a coroutine of its own, on the same strand; this one relays the
@@ -90,6 +99,21 @@ net::awaitable<std::optional<Outcome>> forward(Request& req, beast::tcp_stream& 
   upstream.socket().close(ec);
   if (!client_side_done) co_await other_done.async_wait(net::redirect_error(net::use_awaitable, ec));
   co_return std::optional<Outcome>(Outcome{std::nullopt, status_of(head)});
+}
+
+net::awaitable<Result<http::response<http::string_body>>> ask_replica(const net::any_io_executor& executor,
+                                                                      const std::string& url, const Request& req,
+                                                                      const std::string& via) {
+  beast::tcp_stream upstream(executor);
+  if (Status sent = co_await send_to_replica(upstream, url, req, via); !sent) co_return sent.error();
+  upstream.expires_after(std::chrono::seconds(5));
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  boost::system::error_code ec;
+  co_await http::async_read(upstream, buffer, res, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return Error::not_ready(ec.message());
+  upstream.socket().close(ec);
+  co_return res;
 }
 
 }  // namespace aoi::server

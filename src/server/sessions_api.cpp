@@ -218,6 +218,7 @@ net::awaitable<Outcome> list_sessions(Call& call) {
   for (const auto& h : call.service.handles()) {
     if (may_see(*call.tenant, *h)) list.push_back(session_json(*h->view(), *h, call.sources));
   }
+  if (call.cluster != nullptr) co_return co_await list_in_cluster(call, std::move(list));
   co_return Outcome{json_response(call.request, http::status::ok, {{"sessions", list}})};
 }
 

@@ -227,6 +227,16 @@ test('any replica creates, takes pushes and answers, and the answers are the sin
   assert.equal(entry.replica, created.body.replica);
   assert.ok(entry.epoch > 0);
   assert.equal((await get(reference, '/v1/cluster')).status, 404);
+  // Every replica lists every session of the cluster, each with its holder (a replica's own alone would list
+  // this session on its holder only).
+  const holders = Object.fromEntries(status.body.sessions.filter((x) => x.replica).map((x) => [x.id, x.replica]));
+  for (const r of replicas) {
+    const listed = await get(r.server, '/v1/sessions');
+    expectStatus(listed, 200);
+    assert.deepEqual(listed.body.unanswered, [], `${r.id}: every replica answered`);
+    assert.deepEqual(Object.fromEntries(listed.body.sessions.map((x) => [x.id, x.replica])), holders,
+      `${r.id} lists every session with its holder`);
+  }
   const printed = spawnSync(AOI_BIN, ['cluster', '--server', replicas[0].server.url], { encoding: 'utf8' });
   assert.equal(printed.status, 0, printed.stderr);
   assert.match(printed.stdout, /REPLICA\s+URL\s+SESSIONS HELD/);
@@ -348,6 +358,11 @@ test('a replica frozen past its lease finds the session taken when it wakes, and
     expectStatus(res, 200);
     assert.notEqual(res.body.replica, victim.id);
     await answer(others[1].server, id, more.last_seq);
+    // A list asked meanwhile still comes: the frozen replica, while still counted live, is named as unanswered.
+    const listed = await get(others[0].server, '/v1/sessions', { timeout: 20_000 });
+    expectStatus(listed, 200);
+    assert.ok(listed.body.unanswered.every((u) => u.replica === victim.id), JSON.stringify(listed.body.unanswered));
+    assert.ok(listed.body.sessions.some((x) => x.id === id && x.replica !== victim.id), 'the session, at its holder');
   } finally {
     victim.server.child.kill('SIGCONT');
   }
