@@ -92,6 +92,8 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
   }
   const bool budget = params.budget_ms > 0 && params.cost != nullptr;
   int budgeted_rows = 0;  // prefill rows the budget let in so far
+  // Lanes whose share the pass's room cut short: the next pass starts with them (round-robin below).
+  std::vector<bool> cut_by_room(lanes.size(), false);
   // Grants `who` their chunks in order, in two rounds (rule 2); under the budget each only as far as the
   // predicted pass time allows (rule 6).
   const auto distribute = [&](const std::vector<size_t>& who, bool within_budget) {
@@ -101,8 +103,10 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
         if (room == 0) break;
         const LaneDemand& d = lanes[i];
         LaneGrant& g = plan.grants[i];
-        int n = std::min({cap - g.prefill, d.prefill_tokens - g.prefill, room});
+        const int wanted = std::min(cap - g.prefill, d.prefill_tokens - g.prefill);
+        int n = std::min(wanted, room);
         if (n <= 0) continue;
+        if (round == 0 && n < wanted) cut_by_room[i] = true;
         if (within_budget) {
           int fit = params.cost->rows_within(params.budget_ms, shape, d.context + g.prefill, n);
           // An aged lane gets the floor when nothing else budgeted is in the pass: one lane's floor, not one
@@ -148,9 +152,12 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
   }
   if (params.cost != nullptr) plan.predicted_ms = params.cost->predict_ms(shape);
 
-  // Round-robin: each class resumes after the last tenant it gave prefill rows to.
+  // Round-robin: each class resumes after the last tenant it gave its share to. A lane the room cut short is
+  // not counted as served, so the next pass starts with it: otherwise the lane after each full share would
+  // only ever get the leftovers of a pass and be passed over in the next, and with appends of about a
+  // chunk every other session would wait for the rest to finish their backlogs.
   for (size_t i : order) {
-    if (plan.grants[i].prefill > 0) rr.served(lanes[i].priority, lanes[i].tenant);
+    if (plan.grants[i].prefill > 0 && !cut_by_room[i]) rr.served(lanes[i].priority, lanes[i].tenant);
   }
   plan.n_tokens = params.n_batch - room;
   return plan;

@@ -7,7 +7,8 @@
 //   2. Then prefill chunks (prompt, question or record tokens), in class order FLASH > INTERACTIVE > COMPLETION >
 //      BACKGROUND, round-robin among tenants (sessions) within a class, each lane a chunk of
 //      clamp(n_batch / N_prefilling, chunk_min, chunk_max) tokens while the pass has room; room left over
-//      goes to the same lanes again, up to chunk_max each.
+//      goes to the same lanes again, up to chunk_max each. A lane whose share the room cut short goes first
+//      in the next pass (round-robin resumes at it, not after it).
 //   3. Background ingestion (BACKGROUND) does not prefill beside interactive work (any FLASH, INTERACTIVE or COMPLETION
 //      demand), so a question's passes stay short: it waits at most the pass in flight when it arrived.
 //   4. Aging: a lane that had prefill to do and got none for aging_passes passes goes first, whatever its

@@ -174,6 +174,33 @@ TEST(PassPlan, RoundRobinAmongTenantsWithinAClass) {
   for (const auto& [tenant, n] : chunks) EXPECT_EQ(n, 50) << "tenant " << tenant;
 }
 
+TEST(PassPlan, ALaneTheRoomCutShortGoesFirstInTheNextPass) {
+  // Six sessions ingest appends of 105 tokens into passes of 128: each pass finishes one append and starts the
+  // next lane's with the 23 tokens left. That lane goes first in the next pass, so the sessions finish their
+  // appends in turn: none finishes a second before every other has finished its first. (Resuming after it
+  // instead gave every other session only the leftovers until the rest had finished their backlogs.)
+  constexpr int kAppend = 105;
+  RoundRobin rr;
+  std::vector<LaneDemand> lanes;
+  for (std::uint64_t t = 10; t < 16; ++t) lanes.push_back(prefill(Priority::kBackground, t, kAppend));
+  std::vector<int> appends(lanes.size(), 0);
+  for (int pass = 0; pass < 120; ++pass) {
+    const PassPlan plan = plan_pass(lanes, params(128), rr);
+    EXPECT_EQ(plan.n_tokens, 128);
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      lanes[i].prefill_tokens -= plan.grants[i].prefill;
+      if (lanes[i].prefill_tokens == 0) {
+        ++appends[i];
+        lanes[i].prefill_tokens = kAppend;
+      }
+    }
+    const auto [fewest, most] = std::minmax_element(appends.begin(), appends.end());
+    ASSERT_LE(*most - *fewest, 1) << "pass " << pass << ": session " << (fewest - appends.begin()) << " finished "
+                                  << *fewest << " appends, session " << (most - appends.begin()) << " " << *most;
+  }
+  EXPECT_GE(*std::min_element(appends.begin(), appends.end()), 120 * 128 / kAppend / 6 - 1);
+}
+
 TEST(PassPlan, NeverMoreRowsThanThePassHolds) {
   RoundRobin rr;
   std::vector<LaneDemand> lanes;

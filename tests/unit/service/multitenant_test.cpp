@@ -204,8 +204,7 @@ TEST(MultiTenant, ManySessionsIngestTogetherAndNoneStarvesBesideQuestions) {
   ASSERT_TRUE(svc->run(CreateSession{config("asker", 3000)}).ok());
   const auto asked_about = svc->push_text(svc->handle("asker"), test::ohlcv_lines(3, 5));
   ASSERT_TRUE(asked_about.ok());
-  // Ingested before the backlogs come: otherwise the asker's session is a seventh in the round-robin below
-  // (seen under ThreadSanitizer: a session waited 7 turns of aging_passes + 1).
+  // Ingested before the backlogs come: the bound below counts the turns of the six ingesting sessions.
   ASSERT_TRUE(wait_ingested(*svc, "asker", asked_about->last_seq));
   // A backlog for every session at once (several appends each), and questions all along.
   std::vector<std::uint64_t> last(n);
