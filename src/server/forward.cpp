@@ -53,8 +53,8 @@ net::awaitable<Status> send_to_replica(beast::tcp_stream& upstream, const std::s
   if (!endpoint) co_return Error::not_ready(endpoint.error().message);
   boost::system::error_code ec;
   tcp::resolver resolver(upstream.get_executor());
-  auto found = co_await resolver.async_resolve(endpoint->host, std::to_string(endpoint->port),
-                                               net::redirect_error(net::use_awaitable, ec));
+  const std::string port = std::to_string(endpoint->port);  // a named local: GCC 12 and temporaries in co_await
+  auto found = co_await resolver.async_resolve(endpoint->host, port, net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return Error::not_ready(ec.message());
   upstream.expires_after(std::chrono::seconds(5));
   co_await upstream.async_connect(found, net::redirect_error(net::use_awaitable, ec));
