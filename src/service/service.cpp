@@ -127,14 +127,15 @@ void Service::shutdown() {
   if (!loop_) return;
   if (persistence_) persistence_->set_tick({});  // it wakes the loop, which is about to go
   if (persistence_ && !loop_stopped_.exchange(true)) {
-    // A clean stop loses nothing and costs the next start nothing: every settled session is snapshotted (what
-    // is in flight is in the logs, ingested again at the next start).
+    // A clean stop loses nothing and costs the next start nothing: every settled session whose newest snapshot
+    // is behind (new data, or a flash round's answers since) is snapshotted; what is in flight is in the logs,
+    // ingested again at the next start.
     std::promise<void> saved;
     loop_->post(
         [this, &saved](sched::LoopToken& token) {
           InferenceState& st = state_.get(token);
           for (const auto& rt : st.in_cache()) {
-            if (st.settled(*rt) && rt->session->data_version() > rt->snapshot_version) st.take_snapshot(*rt);
+            if (st.settled(*rt) && st.snapshot_behind(*rt)) st.take_snapshot(*rt);
           }
           saved.set_value();
         },

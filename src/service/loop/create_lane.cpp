@@ -133,6 +133,7 @@ void CreateLane::finish() {
   const session::Session& s = *rt.session;
   SessionHandle& h = *handle_;
   rt.snapshot_version = s.data_version();
+  rt.snapshot_flash_rounds = h.progress().flash_rounds;
   if (restored_) {
     // Flash answers saved with the snapshot still answer its version: no round for it.
     bool current = true;

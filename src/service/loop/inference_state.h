@@ -55,6 +55,7 @@ struct SessionRuntime {
   std::vector<std::uint64_t> rejected_pending;
   // Since the last snapshot (data directory only).
   std::uint64_t snapshot_version = 0;
+  std::uint64_t snapshot_flash_rounds = 0;  // the flash rounds its flash answers had seen
   std::uint64_t tokens_since_snapshot = 0;
   std::chrono::steady_clock::time_point snapshot_time = std::chrono::steady_clock::now();
 };
@@ -139,6 +140,8 @@ class InferenceState {
   double take_snapshot(SessionRuntime& rt, SnapshotWritten written = {});
   // A snapshot is due: new data since the last, and enough of it or long enough ago.
   bool snapshot_due(const SessionRuntime& rt) const;
+  // Its newest snapshot lacks something: a data version, or flash answers of a round after it.
+  bool snapshot_behind(const SessionRuntime& rt) const;
   // Moves the least recently used idle resident session to disk, freeing its sequence. False: none is idle.
   bool offload_one();
   // Moves this idle resident session to disk (its snapshot queued for writing, its sequence freed). By value:

@@ -95,9 +95,15 @@ double InferenceState::take_snapshot(SessionRuntime& rt, SnapshotWritten written
   }
   persistence_->save(rt.handle->files(), std::move(data), meta.consumed_seq, std::move(on_write));
   rt.snapshot_version = meta.data_version;
+  rt.snapshot_flash_rounds = meta.flash_rounds;
   rt.tokens_since_snapshot = 0;
   rt.snapshot_time = std::chrono::steady_clock::now();
   return ms;
+}
+
+bool InferenceState::snapshot_behind(const SessionRuntime& rt) const {
+  return rt.session->data_version() > rt.snapshot_version ||
+         rt.handle->progress().flash_rounds > rt.snapshot_flash_rounds;
 }
 
 bool InferenceState::snapshot_due(const SessionRuntime& rt) const {

@@ -180,6 +180,38 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   AOI_EXPECT_WITHIN_RULE(tally);
 }
 
+// A snapshot is due after every append here, so the newest is always taken before the flash round of its
+// version: the round's answers are newer than any snapshot, and a clean stop must save them (it saved only
+// sessions with new data, and a restart answered the flash question on the standard path).
+TEST(Durability, FlashAnswersMadeAfterTheNewestSnapshotSurviveACleanStop) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  std::string answered;
+  std::uint64_t version = 0;
+  {
+    auto svc = start(dir.path(), {.snapshot_tokens = 1});
+    ASSERT_TRUE(svc);
+    ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
+    ASSERT_TRUE(svc->add_flash(svc->handle("a"), {kFlashQuestion, 6}).ok());
+    ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", 0, 8)));
+    ASSERT_TRUE(wait_flash_round(*svc, "a", kFlashQuestion, 6));
+    version = svc->session("a")->data_version;
+    auto hit = svc->handle("a")->flash().lookup(kFlashQuestion, version, 6);
+    ASSERT_TRUE(hit);
+    answered = hit->answer.text;
+  }
+  auto svc = start(dir.path(), {.snapshot_tokens = 1});
+  ASSERT_TRUE(svc);
+  ASSERT_EQ(svc->session("a")->data_version, version);
+  QueryRequest asked;
+  asked.question = kFlashQuestion;
+  asked.generation.max_tokens = 6;
+  const auto again = svc->query(svc->handle("a"), asked);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->path, "flash") << "the flash answer made before the stop answers after it";
+  EXPECT_EQ(again->answer.text, answered);
+}
+
 TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {
   // A copy of the data directory taken file by file while the server writes it (log appends, snapshots in
   // flight), as a backup tool would take it. Not a crash (the files are not those of one instant; a process
