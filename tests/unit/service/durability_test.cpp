@@ -84,6 +84,32 @@ std::uint64_t push_bars(Service& svc, const std::string& id, int first, int n, s
 const std::string kQuestion = "What was the last close?";
 const std::string kFlashQuestion = "Is the trend UP or DOWN?";
 
+// Creates session `id` with kFlashQuestion registered, pushes bars [0, bars), and waits until they are ingested
+// and the flash round of their version is over.
+::testing::AssertionResult flash_session(Service& svc, const std::string& id, int bars, int max_tokens) {
+  if (auto created = svc.run(CreateSession{config(id)}); !created.ok()) {
+    return ::testing::AssertionFailure() << id << ": " << created.error().message;
+  }
+  if (auto added = svc.add_flash(svc.handle(id), {kFlashQuestion, max_tokens}); !added.ok()) {
+    return ::testing::AssertionFailure() << id << ": " << added.error().message;
+  }
+  if (!wait_ingested(svc, id, push_bars(svc, id, 0, bars))) {
+    return ::testing::AssertionFailure() << id << ": the bars were not ingested";
+  }
+  if (!wait_flash_round(svc, id, kFlashQuestion, max_tokens)) {
+    return ::testing::AssertionFailure() << id << ": no flash round for the last version";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// kFlashQuestion asked as a client would, answered from the flash answer when there is one.
+QueryRequest flash_question(int max_tokens) {
+  QueryRequest r;
+  r.question = kFlashQuestion;
+  r.generation.max_tokens = max_tokens;
+  return r;
+}
+
 // Copies a directory tree that is being written: files that vanish meanwhile are skipped, files that grow are
 // copied as far as they got.
 void copy_live_tree(const fs::path& from, const fs::path& to) {
@@ -122,12 +148,8 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   {
     auto svc = start(dir.path());
     ASSERT_TRUE(svc);
-    ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
-    ASSERT_TRUE(svc->add_flash(svc->handle("a"), {kFlashQuestion, 6}).ok());
-    const std::uint64_t last = push_bars(*svc, "a", 0, 60);
-    ASSERT_TRUE(wait_ingested(*svc, "a", last));
     // The flash round for the last version first: a question beside it would share its passes.
-    ASSERT_TRUE(wait_flash_round(*svc, "a", kFlashQuestion, 6));
+    ASSERT_TRUE(flash_session(*svc, "a", 60, 6));
     before = svc->query(svc->handle("a"), model_question(kQuestion));
     snap_before = *svc->session("a");
     EXPECT_GT(snap_before.rebuilds, 1u) << "the run should evict and rebuild";
@@ -154,12 +176,7 @@ TEST(Durability, ARestartBringsEverySessionBackAnsweringAsBefore) {
   const auto flash = svc->handle("a")->flash().list();
   ASSERT_EQ(flash.size(), flash_before.size());
   EXPECT_EQ(flash[0].fid, flash_before[0].fid);
-  const auto hit = svc->query(svc->handle("a"), [] {
-    QueryRequest r;
-    r.question = kFlashQuestion;
-    r.generation.max_tokens = 6;
-    return r;
-  }());
+  const auto hit = svc->query(svc->handle("a"), flash_question(6));
   ASSERT_TRUE(hit.ok());
   EXPECT_EQ(hit->path, "flash");
   EXPECT_EQ(hit->answer.text, flash_before[0].answer.text);
@@ -191,10 +208,7 @@ TEST(Durability, FlashAnswersMadeAfterTheNewestSnapshotSurviveACleanStop) {
   {
     auto svc = start(dir.path(), {.snapshot_tokens = 1});
     ASSERT_TRUE(svc);
-    ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
-    ASSERT_TRUE(svc->add_flash(svc->handle("a"), {kFlashQuestion, 6}).ok());
-    ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", 0, 8)));
-    ASSERT_TRUE(wait_flash_round(*svc, "a", kFlashQuestion, 6));
+    ASSERT_TRUE(flash_session(*svc, "a", 8, 6));
     version = svc->session("a")->data_version;
     auto hit = svc->handle("a")->flash().lookup(kFlashQuestion, version, 6);
     ASSERT_TRUE(hit);
@@ -203,10 +217,7 @@ TEST(Durability, FlashAnswersMadeAfterTheNewestSnapshotSurviveACleanStop) {
   auto svc = start(dir.path(), {.snapshot_tokens = 1});
   ASSERT_TRUE(svc);
   ASSERT_EQ(svc->session("a")->data_version, version);
-  QueryRequest asked;
-  asked.question = kFlashQuestion;
-  asked.generation.max_tokens = 6;
-  const auto again = svc->query(svc->handle("a"), asked);
+  const auto again = svc->query(svc->handle("a"), flash_question(6));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->path, "flash") << "the flash answer made before the stop answers after it";
   EXPECT_EQ(again->answer.text, answered);
@@ -318,10 +329,7 @@ TEST(Durability, AnUnloadedSessionGoesToDiskAndComesBackAnsweringIdentically) {
   TempDir dir;
   auto svc = start(dir.path(), {.max_sessions = 2});
   ASSERT_TRUE(svc);
-  ASSERT_TRUE(svc->run(CreateSession{config("u")}).ok());
-  ASSERT_TRUE(svc->add_flash(svc->handle("u"), {kFlashQuestion, 4}).ok());
-  ASSERT_TRUE(wait_ingested(*svc, "u", push_bars(*svc, "u", 0, 30)));
-  ASSERT_TRUE(wait_flash_round(*svc, "u", kFlashQuestion, 4));
+  ASSERT_TRUE(flash_session(*svc, "u", 30, 4));
   const auto before = svc->query(svc->handle("u"), model_question(kQuestion));
   // Idle once its flash round is over; until then it is at work (409).
   Status unloaded = unload(*svc, "u");
@@ -497,10 +505,7 @@ TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
   test::Tally tally(test::kSameComputation);
   auto a = start(a_dir.path(), {.max_sessions = 2});
   ASSERT_TRUE(a);
-  ASSERT_TRUE(a->run(CreateSession{config("x")}).ok());
-  ASSERT_TRUE(a->add_flash(a->handle("x"), {kFlashQuestion, 4}).ok());
-  ASSERT_TRUE(wait_ingested(*a, "x", push_bars(*a, "x", 0, 45)));
-  ASSERT_TRUE(wait_flash_round(*a, "x", kFlashQuestion, 4));
+  ASSERT_TRUE(flash_session(*a, "x", 45, 4));
   const auto before = a->query(a->handle("x"), model_question(kQuestion));
   auto exported = a->run(a->handle("x"), ExportSession{});
   ASSERT_TRUE(exported.ok()) << exported.error().message;
