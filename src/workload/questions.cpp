@@ -54,14 +54,14 @@ const char* question_type_name(QuestionType type) {
     case QuestionType::kConsolidation: return "consolidation";
     case QuestionType::kVolume: return "volume";
     case QuestionType::kValue: return "value";
+    case QuestionType::kLastClose: return "last_close";
   }
   return "trend";
 }
 
 std::string instructions() {
-  return "You are a market analyst. The lines below are hourly OHLCV bars for one stock, oldest first, one per "
-         "line: date and time, then O=open, H=high, L=low, C=close and V=volume. Answer each question about the "
-         "bars with one word (UP, DOWN, YES or NO) or, when asked for a price, with the number only.";
+  return "You are a market analyst. Each line below is an hourly bar of one stock, oldest first: "
+         "time,O=open,H=high,L=low,C=close,V=volume. Answer with one word (UP, DOWN, YES or NO) or a price.";
 }
 
 Question make_question(QuestionType type, std::span<const Bar> bars) {
@@ -73,21 +73,21 @@ Question make_question(QuestionType type, std::span<const Bar> bars) {
   switch (type) {
     case QuestionType::kTrend: {
       const Bar& ref = bars[n - std::min<size_t>(21, n)];
-      q.text = "Is the trend UP or DOWN? Answer with one word: UP or DOWN.";
+      q.text = "Is the trend UP or DOWN?";
       q.truth = last.close > ref.close ? "UP" : "DOWN";
       break;
     }
     case QuestionType::kPullback: {
       double peak = 0;
       for (const Bar& b : window(10)) peak = std::max(peak, b.close);
-      q.text = "Is the price in a pullback from its recent peak? Answer YES or NO.";
+      q.text = "Is the price in a pullback? YES or NO.";
       q.truth = last.close <= peak * 0.99 ? "YES" : "NO";
       break;
     }
     case QuestionType::kRecentHigh: {
       double high = 0;
       for (const Bar& b : window(50)) high = std::max(high, b.high);
-      q.text = "Did the last bar make the highest high of the last 50 bars? Answer YES or NO.";
+      q.text = "Is the last high the highest of the last 50 bars? YES or NO.";
       q.truth = last.high >= high ? "YES" : "NO";
       break;
     }
@@ -97,7 +97,7 @@ Question make_question(QuestionType type, std::span<const Bar> bars) {
         hi = std::max(hi, b.high);
         lo = std::min(lo, b.low);
       }
-      q.text = "Is the price consolidating sideways over the last 10 bars? Answer YES or NO.";
+      q.text = "Is the price consolidating? YES or NO.";
       q.truth = (hi - lo) < 0.02 * last.close ? "YES" : "NO";
       break;
     }
@@ -109,16 +109,20 @@ Question make_question(QuestionType type, std::span<const Bar> bars) {
       for (const Bar& x : before) b += static_cast<double>(x.volume);
       r /= static_cast<double>(recent.size());
       b = before.empty() ? r : b / static_cast<double>(before.size());
-      q.text = "Is volume rising: is the average volume of the last 5 bars well above the 20 bars before? "
-               "Answer YES or NO.";
+      q.text = "Is volume rising? YES or NO.";
       q.truth = r >= 1.2 * b ? "YES" : "NO";
       break;
     }
     case QuestionType::kValue: {
       const Bar& mid = bars[n / 2];
       const std::string line = format_bar(mid);
-      q.text = "What was the close (C) of the bar at " + line.substr(0, line.find(',')) + "? Answer with the number.";
+      q.text = "What was the close at " + line.substr(0, line.find(',')) + "?";
       q.truth = price(mid.close);
+      break;
+    }
+    case QuestionType::kLastClose: {
+      q.text = "What was the last close?";
+      q.truth = price(last.close);
       break;
     }
   }
@@ -128,7 +132,8 @@ Question make_question(QuestionType type, std::span<const Bar> bars) {
 std::string extract_answer(QuestionType type, std::string_view answer) {
   switch (type) {
     case QuestionType::kTrend: return first_word(answer, {"UP", "DOWN"});
-    case QuestionType::kValue: {
+    case QuestionType::kValue:
+    case QuestionType::kLastClose: {
       for (size_t i = 0; i < answer.size(); ++i) {
         if (std::isdigit(static_cast<unsigned char>(answer[i]))) {
           size_t j = i;
@@ -145,7 +150,8 @@ std::string extract_answer(QuestionType type, std::string_view answer) {
 bool is_correct(const Question& q, std::string_view answer) {
   const std::string got = extract_answer(q.type, answer);
   if (got.empty()) return false;
-  if (q.type == QuestionType::kValue) return std::fabs(std::atof(got.c_str()) - std::atof(q.truth.c_str())) < 0.005;
+  if (q.type == QuestionType::kValue || q.type == QuestionType::kLastClose)
+    return std::fabs(std::atof(got.c_str()) - std::atof(q.truth.c_str())) < 0.005;
   return got == q.truth;
 }
 

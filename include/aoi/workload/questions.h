@@ -1,4 +1,4 @@
-// The streaming benchmark's six questions about OHLCV bars, with ground truth computed from the bars by
+// The streaming benchmark's seven questions about OHLCV bars, with ground truth computed from the bars by
 // stated rules, and grading of a model's free-text answer.
 //
 //   Q1 trend        UP if the last close is above the close 20 bars earlier, else DOWN
@@ -7,6 +7,7 @@
 //   Q4 consolidation YES if the last 10 bars' range (highest high - lowest low) is under 2% of the last close
 //   Q5 volume       YES if the last 5 bars' mean volume is at least 20% above the mean of the 20 before
 //   Q6 value        the close of the bar in the middle of the visible window (asked by its timestamp)
+//   Q7 last close   the close of the last bar
 #pragma once
 
 #include <span>
@@ -17,8 +18,8 @@
 
 namespace aoi::workload {
 
-enum class QuestionType { kTrend, kPullback, kRecentHigh, kConsolidation, kVolume, kValue };
-inline constexpr int kQuestionTypes = 6;
+enum class QuestionType { kTrend, kPullback, kRecentHigh, kConsolidation, kVolume, kValue, kLastClose };
+inline constexpr int kQuestionTypes = 7;
 const char* question_type_name(QuestionType type);  // "trend", "pullback", ...
 
 struct Question {
@@ -30,7 +31,7 @@ struct Question {
 // The question of `type` about `bars` (the bars the model sees, oldest first; at least one).
 Question make_question(QuestionType type, std::span<const Bar> bars);
 
-// The answer's verdict: the first UP/DOWN or YES/NO word (case-insensitive), or the first number for Q6.
+// The answer's verdict: the first UP/DOWN or YES/NO word (case-insensitive), or the first number for Q6 and Q7.
 // Empty when none is found.
 std::string extract_answer(QuestionType type, std::string_view answer);
 bool is_correct(const Question& q, std::string_view answer);

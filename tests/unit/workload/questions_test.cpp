@@ -60,6 +60,7 @@ TEST(Questions, GroundTruthFollowsTheRules) {
   const Question v = make_question(QuestionType::kValue, up);
   EXPECT_EQ(v.truth, "130.50");
   EXPECT_NE(v.text.find("2024-01-02 15:00"), std::string::npos) << v.text;
+  EXPECT_EQ(make_question(QuestionType::kLastClose, up).truth, "159.50");
 }
 
 TEST(Questions, Grading) {
@@ -77,6 +78,22 @@ TEST(Questions, Grading) {
   EXPECT_TRUE(is_correct(n, "101.250"));
   EXPECT_FALSE(is_correct(n, "101.26"));
   EXPECT_EQ(extract_answer(QuestionType::kValue, "C=99.5 then"), "99.5");
+  Question last{QuestionType::kLastClose, "", "98.40"};
+  EXPECT_TRUE(is_correct(last, "98.40"));
+  EXPECT_FALSE(is_correct(last, "98.04"));
+}
+
+TEST(Questions, EveryTypeHasItsOwnNameAndQuestion) {
+  std::vector<Bar> bars;
+  for (int i = 0; i < 30; ++i) bars.push_back(bar(100, 101, 99, 100.5, 1000, i));
+  std::set<std::string> names, texts;
+  for (int t = 0; t < kQuestionTypes; ++t) {
+    const auto type = static_cast<QuestionType>(t);
+    names.insert(question_type_name(type));
+    texts.insert(make_question(type, bars).text);
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(kQuestionTypes));
+  EXPECT_EQ(texts.size(), static_cast<size_t>(kQuestionTypes));
 }
 
 }  // namespace
