@@ -4,15 +4,18 @@
 #
 #   scripts/setup.sh            what building and running aoi and the demo (scripts/run.sh) need, + llama.cpp
 #   scripts/setup.sh --tests    the same, and what the test suite and the benchmarks need (scripts/test.sh)
+#   scripts/setup.sh --train    the same as without, and what training the analyst model needs
+#                               (scripts/train-analyst.sh)
 #   AOI_SETUP_PACKAGES=0 ...    skip the apt step (packages already present)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-tests=0
+tests=0 train=0
 case "${1:-}" in
   "") ;;
   --tests) tests=1 ;;
-  *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+  --train) train=1 ;;
+  *) echo "usage: scripts/setup.sh [--tests|--train]" >&2; exit 2 ;;
 esac
 
 # Building (compiler, CMake, the libraries aoi links, git for the llama.cpp bundle, ccache for its objects) and
@@ -40,6 +43,11 @@ test_packages=(
   systemd
   redis-server redis-tools kcat mosquitto mosquitto-clients nats-server haproxy
 )
+
+# Training the analyst model (scripts/train-analyst.sh): PyTorch and NumPy as Debian packages (no Python package
+# registry is needed), and OpenBLAS, which Debian's PyTorch uses through the libblas.so.3 alternative: with the
+# reference BLAS alone its matrix products are about 30 times slower.
+train_packages=(python3-torch python3-numpy libopenblas0-pthread)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 
@@ -110,6 +118,10 @@ if [ "${AOI_SETUP_PACKAGES:-1}" != 0 ]; then
   if [ "$tests" = 1 ]; then
     mapfile -t missing < <(missing_packages "${test_packages[@]}")
     [ ${#missing[@]} -eq 0 ] || install_test_packages "${missing[@]}"
+  fi
+  if [ "$train" = 1 ]; then
+    mapfile -t missing < <(missing_packages "${train_packages[@]}")
+    [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
   fi
 fi
 

@@ -1,0 +1,434 @@
+#!/usr/bin/python3
+"""Trains the analyst model (models/analyst.gguf) on this machine's CPU: a small Llama-architecture transformer
+with a character vocabulary and ChatML turns, from the benchmark's own OHLCV streams and questions
+(aoi-analyst-data), then writes it as a GGUF with llama.cpp's gguf-py and prints its held-out accuracy.
+
+    scripts/train-analyst.sh            the whole recipe (installs, builds the data tool, trains, exports)
+    train_analyst.py --data-tool BIN --gguf-py DIR --out FILE [--steps N] [--seed S]
+
+Each training sequence is one window of bars as a session holds it (the system text and the records, in the
+layout aoi decodes: `<|im_start|>system\\n` + system + `\\n` + one record per line), followed by question
+blocks asked after some of its records. A block is laid out as aoi's Region 2 (`<|im_end|>\\n<|im_start|>user\\n`
++ question + `<|im_end|>\\n<|im_start|>assistant\\n` + answer + `<|im_end|>`), placed at the positions right after
+the record it is asked after, and it sees only the records up to there and itself: one pass over a window
+teaches many questions at many points of it, exactly as aoi's ephemeral question region sees the session.
+The loss is the answers' (with the records' next-character loss beside it at a smaller weight).
+"""
+import argparse
+import json
+import math
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# The chat template in the GGUF: ChatML, which llama.cpp's llama_chat_apply_template recognises.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>'"
+    " + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+SYSTEM_OPEN = "<|im_start|>system\n"
+SCAFFOLD = "<|im_end|>\n<|im_start|>user\n"
+QUESTION_CLOSE = "<|im_end|>\n<|im_start|>assistant\n"
+END = "<|im_end|>"
+
+
+class Vocab:
+    """Characters, with llama.cpp's SentencePiece conventions: a space is U+2581, anything else unlisted goes
+    through byte tokens. With no token longer than a character, llama.cpp's tokenizer makes one token per
+    character, which is what encode() does."""
+    SPECIAL = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+
+    def __init__(self):
+        self.tokens = list(self.SPECIAL)
+        self.types = [2, 3, 3, 3, 3]  # UNKNOWN, CONTROL...
+        for b in range(256):
+            self.tokens.append(f"<0x{b:02X}>")
+            self.types.append(6)  # BYTE
+        self.byte0 = len(self.SPECIAL)
+        for c in ["\u2581"] + [chr(c) for c in range(0x21, 0x7F)]:
+            self.tokens.append(c)
+            self.types.append(1)  # NORMAL
+        self.ids = {t: i for i, t in enumerate(self.tokens)}
+        self.im_start = self.ids["<|im_start|>"]
+        self.im_end = self.ids["<|im_end|>"]
+
+    def encode(self, text):
+        out = []
+        i = 0
+        while i < len(text):
+            special = next((s for s in ("<|im_start|>", "<|im_end|>") if text.startswith(s, i)), None)
+            if special:
+                out.append(self.ids[special])
+                i += len(special)
+                continue
+            c = text[i]
+            key = "\u2581" if c == " " else c
+            if key in self.ids and self.types[self.ids[key]] == 1:
+                out.append(self.ids[key])
+            else:
+                out.extend(self.byte0 + b for b in c.encode("utf-8"))
+            i += 1
+        return out
+
+    def decode(self, ids):
+        data = bytearray()
+        for i in ids:
+            if self.types[i] == 6:
+                data.append(i - self.byte0)
+            elif self.types[i] == 1:
+                data.extend(self.tokens[i].replace("\u2581", " ").encode("utf-8"))
+        return data.decode("utf-8", "replace")
+
+
+class Config:
+    def __init__(self, **kw):
+        self.n_vocab = kw.get("n_vocab", 0)
+        self.d = kw.get("d", 128)
+        self.layers = kw.get("layers", 4)
+        self.heads = kw.get("heads", 4)
+        self.ff = kw.get("ff", 384)
+        self.ctx = kw.get("ctx", 8192)
+        self.rope_base = 10000.0
+        self.eps = 1e-5
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, pos, base):
+    """llama.cpp's LLAMA_ROPE_TYPE_NORM: dimension pairs (2i, 2i+1) rotate by pos * base^(-2i/d)."""
+    d = x.shape[-1]
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    ang = pos[:, None].float() * inv[None, :]  # [T, d/2]
+    cos, sin = ang.cos(), ang.sin()
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+    return out.flatten(-2)
+
+
+class Model(torch.nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        d, ff = cfg.d, cfg.ff
+        self.emb = torch.nn.Parameter(torch.randn(cfg.n_vocab, d) * 0.02)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(cfg.layers):
+            b = torch.nn.Module()
+            b.attn_norm = torch.nn.Parameter(torch.ones(d))
+            b.wq = torch.nn.Linear(d, d, bias=False)
+            b.wk = torch.nn.Linear(d, d, bias=False)
+            b.wv = torch.nn.Linear(d, d, bias=False)
+            b.wo = torch.nn.Linear(d, d, bias=False)
+            b.ffn_norm = torch.nn.Parameter(torch.ones(d))
+            b.gate = torch.nn.Linear(d, ff, bias=False)
+            b.up = torch.nn.Linear(d, ff, bias=False)
+            b.down = torch.nn.Linear(ff, d, bias=False)
+            for lin in (b.wo, b.down):  # residual branches start small
+                torch.nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * cfg.layers))
+            self.blocks.append(b)
+        self.out_norm = torch.nn.Parameter(torch.ones(d))
+
+    def forward(self, tokens, pos, mask):
+        """tokens, pos: [T]; mask: [T, T] bool, True where a row may attend a column. Returns logits [T, V]."""
+        cfg = self.cfg
+        h, hd = cfg.heads, cfg.d // cfg.heads
+        x = self.emb[tokens]
+        bias = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, float("-inf"))
+        for b in self.blocks:
+            y = rms_norm(x, b.attn_norm, cfg.eps)
+            t = y.shape[0]
+            q = b.wq(y).view(t, h, hd).transpose(0, 1)  # [h, T, hd]
+            k = b.wk(y).view(t, h, hd).transpose(0, 1)
+            v = b.wv(y).view(t, h, hd).transpose(0, 1)
+            q, k = rope(q, pos, cfg.rope_base), rope(k, pos, cfg.rope_base)
+            att = torch.baddbmm(bias.expand(h, t, t), q, k.transpose(1, 2), alpha=1.0 / math.sqrt(hd))
+            att = torch.softmax(att, dim=-1)
+            x = x + b.wo((att @ v).transpose(0, 1).reshape(t, cfg.d))
+            y = rms_norm(x, b.ffn_norm, cfg.eps)
+            x = x + b.down(F.silu(b.gate(y)) * b.up(y))
+        return rms_norm(x, self.out_norm, cfg.eps) @ self.emb.t()
+
+
+class Window:
+    """One training (or evaluation) sequence: a window's main tokens and question blocks, with the positions,
+    the attention mask and the targets."""
+
+    def __init__(self, vocab, stream, questions):
+        main = vocab.encode(SYSTEM_OPEN + stream["system"] + "\n")
+        rec_end = []  # main length after each record and its newline
+        rec_targets = []
+        for r in stream["records"]:
+            start = len(main)
+            main += vocab.encode(r + "\n")
+            rec_end.append(len(main))
+            rec_targets.extend(range(start, len(main)))
+        tokens, pos, limit, block = list(main), list(range(len(main))), [i + 1 for i in range(len(main))], \
+            [0] * len(main)
+        ans_at, ans_tok, ans_q = [], [], []  # logits row, target token, question index
+        for qi, q in enumerate(questions):
+            start = rec_end[q["after"]]
+            prompt = vocab.encode(SCAFFOLD + q["question"] + QUESTION_CLOSE)
+            answer = vocab.encode(q["answer"]) + [vocab.im_end]
+            ids = prompt + answer
+            first = len(tokens)
+            tokens += ids
+            pos += range(start, start + len(ids))
+            limit += [start] * len(ids)
+            block += [qi + 1] * len(ids)
+            for j in range(len(answer)):  # the row before each answer token predicts it
+                ans_at.append(first + len(prompt) - 1 + j)
+                ans_tok.append(answer[j])
+                ans_q.append(qi)
+        self.tokens = torch.tensor(tokens)
+        self.pos = torch.tensor(pos)
+        lim = torch.tensor(limit)
+        blk = torch.tensor(block)
+        idx = torch.arange(len(tokens))
+        main_part = (blk[None, :] == 0) & (idx[None, :] < lim[:, None])
+        own_block = (blk[None, :] == blk[:, None]) & (blk[:, None] > 0) & (idx[None, :] <= idx[:, None])
+        self.mask = main_part | own_block
+        self.rec_at = torch.tensor([t - 1 for t in rec_targets])
+        self.rec_tok = self.tokens[torch.tensor(rec_targets)]
+        self.ans_at = torch.tensor(ans_at, dtype=torch.long)
+        self.ans_tok = torch.tensor(ans_tok, dtype=torch.long)
+        self.ans_q = torch.tensor(ans_q, dtype=torch.long)
+        self.questions = questions
+
+
+def read_streams(tool, seed, streams, min_bars, max_bars, first_after=5, every=4):
+    out = subprocess.run([tool, "--seed", str(seed), "--streams", str(streams), "--min-bars", str(min_bars),
+                          "--max-bars", str(max_bars), "--first-after", str(first_after), "--every", str(every)],
+                         check=True, capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+BINARY = {"trend": ("UP", "DOWN"), "pullback": ("YES", "NO"), "recent_high": ("YES", "NO"),
+          "consolidation": ("YES", "NO"), "volume": ("YES", "NO")}
+
+
+def balance(streams):
+    """Keep-probabilities that give each yes/no type's answers equal shares in training."""
+    counts = {}
+    for s in streams:
+        for q in s["questions"]:
+            if q["type"] in BINARY:
+                counts.setdefault(q["type"], {}).setdefault(q["answer"], 0)
+                counts[q["type"]][q["answer"]] += 1
+    keep = {}
+    for t, c in counts.items():
+        low = min(c.values())
+        keep[t] = {a: low / n for a, n in c.items()}
+    return keep
+
+
+def pick_questions(stream, keep, per_window, rng):
+    qs = [q for q in stream["questions"] if q["type"] not in keep or rng.random() < keep[q["type"]][q["answer"]]]
+    rng.shuffle(qs)
+    return qs[:per_window]
+
+
+def evaluate(model, vocab, streams):
+    """Greedy exactness of every question of every stream: an answer is right when, at each of its positions,
+    the model's top token is the answer's (so greedy decoding writes exactly the answer, then <|im_end|>)."""
+    right, total = {}, {}
+    model.eval()
+    with torch.no_grad():
+        for s in streams:
+            w = Window(vocab, s, s["questions"])
+            logits = model(w.tokens, w.pos, w.mask)
+            ok = logits[w.ans_at].argmax(-1) == w.ans_tok
+            for qi, q in enumerate(s["questions"]):
+                good = bool(ok[w.ans_q == qi].all())
+                right[q["type"]] = right.get(q["type"], 0) + good
+                total[q["type"]] = total.get(q["type"], 0) + 1
+    model.train()
+    return {t: right[t] / total[t] for t in total}, total
+
+
+def baselines(streams):
+    """Trivial answers, for comparison: each yes/no type's most common answer, and for the prices the last
+    bar's open (a close is near the open of its bar)."""
+    counts, total, hit_open = {}, {}, {}
+    for s in streams:
+        for q in s["questions"]:
+            t = q["type"]
+            total[t] = total.get(t, 0) + 1
+            counts.setdefault(t, {}).setdefault(q["answer"], 0)
+            counts[t][q["answer"]] += 1
+            if t in ("value", "last_close"):
+                rec = s["records"][q["after"]]
+                open_ = rec.split(",O=")[1].split(",")[0]
+                hit_open[t] = hit_open.get(t, 0) + (open_ == q["answer"])
+    out = {}
+    for t in total:
+        if t in BINARY:
+            a, n = max(counts[t].items(), key=lambda kv: kv[1])
+            out[t] = (f"always {a}", n / total[t])
+        else:
+            out[t] = ("the last open", hit_open.get(t, 0) / total[t])
+    return out
+
+
+def export(model, vocab, path, gguf_py, description):
+    sys.path.insert(0, gguf_py)
+    import gguf  # noqa: E402 (llama.cpp's pinned gguf-py)
+    cfg = model.cfg
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("aoi analyst")
+    w.add_description(description)
+    w.add_context_length(cfg.ctx)
+    w.add_embedding_length(cfg.d)
+    w.add_block_count(cfg.layers)
+    w.add_feed_forward_length(cfg.ff)
+    w.add_rope_dimension_count(cfg.d // cfg.heads)
+    w.add_head_count(cfg.heads)
+    w.add_head_count_kv(cfg.heads)
+    w.add_layer_norm_rms_eps(cfg.eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_vocab_size(cfg.n_vocab)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(vocab.tokens)
+    w.add_token_scores([0.0] * len(vocab.tokens))
+    w.add_token_types(vocab.types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(vocab.im_end)
+    w.add_eot_token_id(vocab.im_end)
+    w.add_add_bos_token(False)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)
+    w.add_chat_template(CHAT_TEMPLATE)
+
+    def mat(t):  # matrices in F16, norms in F32 (as llama.cpp's converters write them)
+        return t.detach().numpy().astype(np.float16)
+
+    def vec(t):
+        return t.detach().numpy().astype(np.float32)
+
+    w.add_tensor("token_embd.weight", mat(model.emb))
+    for i, b in enumerate(model.blocks):
+        w.add_tensor(f"blk.{i}.attn_norm.weight", vec(b.attn_norm))
+        w.add_tensor(f"blk.{i}.attn_q.weight", mat(b.wq.weight))
+        w.add_tensor(f"blk.{i}.attn_k.weight", mat(b.wk.weight))
+        w.add_tensor(f"blk.{i}.attn_v.weight", mat(b.wv.weight))
+        w.add_tensor(f"blk.{i}.attn_output.weight", mat(b.wo.weight))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", vec(b.ffn_norm))
+        w.add_tensor(f"blk.{i}.ffn_gate.weight", mat(b.gate.weight))
+        w.add_tensor(f"blk.{i}.ffn_up.weight", mat(b.up.weight))
+        w.add_tensor(f"blk.{i}.ffn_down.weight", mat(b.down.weight))
+    w.add_tensor("output_norm.weight", vec(model.out_norm))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def train(model, vocab, args, rng):
+    # The curriculum: windows grow from a few bars to the longest over the first 45% of the windows.
+    stages = [(6, 16), (8, 28), (10, 40), (12, args.window)]
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    keep = balance(read_streams(args.data_tool, 999, 400, 10, args.window))
+    t0 = last_print = time.monotonic()
+    seen_tokens, pool, pool_stage, data_seed = 0, [], None, args.seed * 1000
+    ans_loss_avg = rec_loss_avg = None
+    for step in range(args.steps):
+        frac = step / args.steps
+        stage = stages[min(len(stages) - 1, int(frac / 0.6 * len(stages)))]
+        if not pool or pool_stage != stage:
+            pool, pool_stage = read_streams(args.data_tool, data_seed, 64, stage[0], stage[1]), stage
+            data_seed += 1
+        stream = pool.pop()
+        w = Window(vocab, stream, pick_questions(stream, keep, args.per_window, rng))
+        lr = args.lr * min(1.0, (step + 1) / 200) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        logits = model(w.tokens, w.pos, w.mask)
+        ans_loss = F.cross_entropy(logits[w.ans_at], w.ans_tok)
+        rec_loss = F.cross_entropy(logits[w.rec_at], w.rec_tok)
+        loss = ans_loss + args.record_weight * rec_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        seen_tokens += len(w.tokens)
+        ans_loss_avg = ans_loss.item() if ans_loss_avg is None else 0.98 * ans_loss_avg + 0.02 * ans_loss.item()
+        rec_loss_avg = rec_loss.item() if rec_loss_avg is None else 0.98 * rec_loss_avg + 0.02 * rec_loss.item()
+        now = time.monotonic()
+        if now - last_print >= 60 or step + 1 == args.steps:
+            last_print = now
+            elapsed = now - t0
+            left = elapsed / (step + 1) * (args.steps - step - 1)
+            print(f"train-analyst: {elapsed / 60:5.1f} min  window {step + 1:5d}/{args.steps}  bars {stage[0]}-{stage[1]}  "
+                  f"answer loss {ans_loss_avg:.3f}  record loss {rec_loss_avg:.3f}  lr {lr:.2e}  "
+                  f"{seen_tokens / elapsed:.0f} tokens/s  ~{left / 60:.0f} min left", flush=True)
+    print(f"train-analyst: trained {args.steps} windows, {seen_tokens} tokens in {(time.monotonic() - t0) / 60:.1f} min",
+          flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-tool", required=True, help="aoi-analyst-data")
+    ap.add_argument("--gguf-py", required=True, help="llama.cpp's gguf-py directory")
+    ap.add_argument("--out", required=True, help="the GGUF to write")
+    ap.add_argument("--steps", type=int, default=2000, help="training windows (the curriculum scales to them)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--window", type=int, default=52, help="the longest window trained on, in bars")
+    ap.add_argument("--eval-streams", type=int, default=200)
+    ap.add_argument("--per-window", type=int, default=28, help="question blocks per training window")
+    ap.add_argument("--record-weight", type=float, default=0.3)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--ff", type=int, default=384)
+    ap.add_argument("--eval-windows", default="52,100", help="held-out window lengths in bars")
+    ap.add_argument("--checkpoint", help="where to keep the PyTorch weights (also read back with --eval-only)")
+    ap.add_argument("--eval-only", action="store_true", help="evaluate and export the checkpoint, no training")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    vocab = Vocab()
+    cfg = Config(n_vocab=len(vocab.tokens), d=args.d, layers=args.layers, heads=args.heads, ff=args.ff)
+    model = Model(cfg)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"train-analyst: {n_params / 1e6:.2f}M parameters ({cfg.layers} layers, width {cfg.d}, {cfg.heads} heads, "
+          f"feed-forward {cfg.ff}, vocabulary {cfg.n_vocab}), {args.steps} windows, seed {args.seed}, "
+          f"{args.threads} threads", flush=True)
+
+    if args.eval_only:
+        model.load_state_dict(torch.load(args.checkpoint))
+    else:
+        train(model, vocab, args, rng)
+        if args.checkpoint:
+            torch.save(model.state_dict(), args.checkpoint)
+
+    # Held out: other seeds than any training window's, every question at the window's last record (as a session
+    # is asked right after its newest data).
+    for bars in (int(b) for b in args.eval_windows.split(",")):
+        held = read_streams(args.data_tool, 7_000_000 + args.seed, args.eval_streams, bars, bars,
+                            first_after=bars - 1, every=bars)
+        acc, total = evaluate(model, vocab, held)
+        base = baselines(held)
+        print(f"train-analyst: held-out accuracy, {len(held)} windows of {bars} bars (seed {7_000_000 + args.seed}), "
+              f"greedy answer exact:", flush=True)
+        for t in acc:
+            print(f"  {t:14s} {acc[t] * 100:5.1f}%   trivial ({base[t][0]}): {base[t][1] * 100:5.1f}%   n={total[t]}",
+                  flush=True)
+    export(model, vocab, args.out, args.gguf_py,
+           f"aoi's analyst model: answers the streaming benchmark's questions about hourly OHLCV bars "
+           f"(scripts/train-analyst.sh: {args.steps} windows, seed {args.seed})")
+    print(f"train-analyst: wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
