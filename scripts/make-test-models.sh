@@ -8,12 +8,16 @@
 #   copy-micro.gguf   a model whose weights copy from its prompt (--weights copy), Q8_0, 3 layers 384 wide (114 MB,
 #                     nearly all of it the 128K-token embeddings and output)
 #   stories260K.gguf  the real tiny model from shared/models, converted with llama.cpp's converter
+#   analyst.gguf      the committed analyst model (models/analyst.gguf), copied
 # usage: make-test-models.sh DIR GEN_MODEL CONVERTER SHARED_MODELS_DIR
 set -euo pipefail
 dir=$1 gen=$2 converter=$3 shared=$4
 mkdir -p "$dir"
 
 fresh() { [ -f "$1" ] && [ "$1" -nt "$2" ]; }
+
+analyst=$(cd "$(dirname "$0")/.." && pwd)/models/analyst.gguf
+fresh "$dir/analyst.gguf" "$analyst" || cp "$analyst" "$dir/analyst.gguf"
 
 fresh "$dir/test-micro.gguf" "$gen" || "$gen" --shape test-micro --type f16 -o "$dir/test-micro.gguf"
 fresh "$dir/test-micro-no-chat-template.gguf" "$gen" ||

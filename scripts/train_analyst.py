@@ -389,7 +389,7 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff", type=int, default=384)
-    ap.add_argument("--eval-windows", default="52,100", help="held-out window lengths in bars")
+    ap.add_argument("--eval-windows", default="52", help="held-out window lengths in bars, comma-separated")
     ap.add_argument("--checkpoint", help="where to keep the PyTorch weights (also read back with --eval-only)")
     ap.add_argument("--eval-only", action="store_true", help="evaluate and export the checkpoint, no training")
     args = ap.parse_args()
