@@ -3,8 +3,8 @@
 # its events print as they happen (data_updated as bars are ingested, flash_ready as the flash answers follow
 # the data) and a question is asked every few seconds. Ctrl-C stops everything.
 #   scripts/run.sh [--model PATH] [--port PORT] [other aoi serve options, e.g. --threads 2]
-# Without --model, a random-weight SmolLM2-135M-shaped model is generated (its answers are gibberish).
-# Installing, building and generating the model print one line per stage; their output goes to
+# Without --model, models/analyst.gguf answers: a small model trained on this kind of stream (models/analyst.md).
+# Installing and building print one line per stage; their output goes to
 # build/aoi-build.log (its last 40 lines are shown if a stage fails). -v, --verbose or AOI_VERBOSE=1 shows it live.
 # AOI_RUN_NO_BUILD=1 skips the install and build steps (for a tree that is built already).
 set -euo pipefail
@@ -36,13 +36,15 @@ case "$model" in ""|/*) ;; *) model=$PWD/$model ;; esac  # relative to where the
 cd "$root"
 
 session=demo
-system="You are a market analyst. The lines below are hourly OHLCV bars (time, open, high, low, close, volume) \
-for one stock, oldest first; new bars arrive while you work. Answer questions about them briefly."
-template='{t} O={o} H={h} L={l} C={c} V={v}'
+# The analyst model's prompt, exactly as it was trained (src/workload/questions.cpp: instructions(), the question
+# texts; the template renders the feed's JSON as the benchmark's bar lines): its window is about 50 bars.
+system="You are a market analyst. Each line below is an hourly bar of one stock, oldest first: \
+time,O=open,H=high,L=low,C=close,V=volume. Answer with one word (UP, DOWN, YES or NO) or a price."
+template='{t},O={o},H={h},L={l},C={c},V={v}'
 window_tokens=3000
-flash1="Is the trend UP or DOWN? Answer with one word."
-flash2="What was the last close price?"
-question="What was the highest high of the last five bars?"
+flash1="Is the trend UP or DOWN?"
+flash2="What was the last close?"
+question="Is the price in a pullback? YES or NO."
 ask_every=10
 case "$host" in
   0.0.0.0|::) server=http://127.0.0.1:$port ;;  # listening everywhere: talk to it over loopback
@@ -62,7 +64,7 @@ cat <<EOF
 aoi run: the main job
   1. install and build (scripts/setup.sh, scripts/build.sh build): one line per stage, their output
      $build_output
-  2. start aoi serve on $server with ${model:-a generated random-weight model}
+  2. start aoi serve on $server with ${model:-models/analyst.gguf, a small model trained on such streams}
   3. create session "$session": a market-analyst system prompt, the record template "$template",
      a retention window of $window_tokens data tokens, and two flash questions that are re-answered after
      every data update: "$flash1" and "$flash2"
@@ -124,15 +126,11 @@ if [ "${AOI_RUN_NO_BUILD:-0}" = 0 ]; then
   [ "$status" = 0 ] || exit "$status"  # scripts/build.sh said what failed
 fi
 
-generated=0
 if [ -z "$model" ]; then
-  model=models/smollm2-135m-q8_0.gguf
-  generated=1
-  if [ ! -f "$model" ]; then
-    mkdir -p models
-    stage_run "generating the demo model $model (random weights in SmolLM2-135M's shape)" \
-      build/tools/aoi-gen-model --shape smollm2-135m --type q8_0 -o "$model"
-  fi
+  model=models/analyst.gguf
+  custom_model=0
+else
+  custom_model=1
 fi
 [ -f "$model" ] || { echo "aoi run: no model at $model" >&2; exit 1; }
 
@@ -228,10 +226,10 @@ EOF
 if [ -n "${AOI_API_KEY:-}" ]; then
   echo "  (with an API key: curl -H 'Authorization: Bearer KEY', and export AOI_API_KEY=KEY for aoi)"
 fi
-if [ "$generated" = 1 ]; then
+if [ "$custom_model" = 0 ]; then
   echo
-  echo "Note: $model has random weights, so its answers are gibberish; the point here is the flow and the"
-  echo "latency. For real answers: scripts/run.sh --model PATH with an instruct model (e.g. Llama-3.1-8B-Instruct)."
+  echo "Note: models/analyst.gguf is a 0.9M-parameter model trained for these questions about such bars (its"
+  echo "accuracy per question: models/analyst.md); other questions get guesses. The flow and latency are the point."
 fi
 echo
 echo "aoi run: events of session $session (aoi watch $session):"
