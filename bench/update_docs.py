@@ -32,6 +32,21 @@ import benchlib  # noqa: E402
 
 # Sections added on their first update: NAME -> (the heading the section goes before, its text up to the markers).
 SECTIONS = {
+    "analyst": ("## Stateless endpoints", """## The analyst model's answers
+
+```sh
+bench/analyst/run.sh --preset cpu
+bench/update_docs.py analyst bench-out/analyst-cpu/summary.md
+```
+
+How often `models/analyst.gguf` (models/analyst.md) answers the streaming benchmark's questions right, through
+aoi: held-out streams (seeds no training window used) at the demo's window (50 bars, about 3,000 tokens) and at
+the streaming benchmark's `cpu` window (100 bars, twice what the model was trained on), every question type
+asked after the last bar of a stateful and of a naive session, graded by the benchmark's rules. Beside them,
+trivial answers over the same streams: each yes/no question's most common answer, and the last bar's open for
+the prices.
+
+"""),
     "stateless": ("## Soak", """## Stateless endpoints
 
 ```sh

@@ -19,8 +19,8 @@
 #   --scenarios       some of append-only,sliding-window,data-to-answer,data-to-answer-window (default: all
 #                     four); summary.md has those
 #
-#   quick  a tiny generated model, short streams, one run per question (CI smoke test: completes, aoi agrees
-#          with naive)
+#   quick  the analyst model (models/analyst.gguf), short streams, each question type once (CI smoke test:
+#          completes, aoi agrees with naive)
 #   cpu    smollm2-135m shape, 100 bars, then 15 x 10 bars; window 100 bars; naive every 5th question
 #   paper  the paper's sizes: 100 bars, then 15 x 55 bars; window 300 bars (smollm2-135m shape by default)
 set -euo pipefail
@@ -52,9 +52,9 @@ while [ $# -gt 0 ]; do
 done
 
 case "$preset" in
-  quick)  # ~80 bars at most, ~35 tokens each
-    initial=20 per=10 iterations=6 window=40 max_tokens=4 every=${naive_every:-1} ctx=4096 runs=${repeats:-1}
-    default_model=build/models/test-micro.gguf ;;
+  quick)  # ~80 bars at most, 59 tokens each with the analyst model's characters
+    initial=20 per=10 iterations=7 window=40 max_tokens=8 every=${naive_every:-1} ctx=6144 runs=${repeats:-1}
+    default_model=models/analyst.gguf ;;
   cpu)    # the paper's run scaled to what 2 CPU cores do in ~30 min: 250 bars at most (~9K tokens)
     initial=100 per=10 iterations=15 window=100 max_tokens=8 every=${naive_every:-5} ctx=12288 runs=${repeats:-3}
     default_model=models/smollm2-135m-q8_0.gguf ;;

@@ -566,6 +566,28 @@ int main(int argc, char** argv) {
     summary[s.name]["agreement_with_reference"] = both == 0 ? 0.0 : static_cast<double>(same) / both;
   }
   out("\n");
+  // Accuracy per question type: right / asked, for each system (a model that answers, such as
+  // models/analyst.gguf, makes these mean something; bench/analyst has the larger held-out count).
+  out("\n| question |");
+  for (const auto& s : systems) out(" " + s.name + " |");
+  out("\n|---|");
+  for (size_t i = 0; i < systems.size(); ++i) out("---:|");
+  out("\n");
+  for (int t = 0; t < aoi::workload::kQuestionTypes; ++t) {
+    const std::string type = question_type_name(static_cast<aoi::workload::QuestionType>(t));
+    out("| " + type + " |");
+    for (const auto& s : systems) {
+      int right = 0, asked = 0;
+      for (const auto* m : by_system[s.name]) {
+        if (m->question_type != type) continue;
+        ++asked;
+        right += m->correct ? 1 : 0;
+      }
+      out(" " + (asked ? std::to_string(right) + "/" + std::to_string(asked) : std::string("-")) + " |");
+      if (asked) summary[s.name]["accuracy_by_question"][type] = static_cast<double>(right) / asked;
+    }
+    out("\n");
+  }
 
   // ---- Files ----
   std::filesystem::create_directories(out_dir);
