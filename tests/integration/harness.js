@@ -17,6 +17,9 @@ export const AOI_MODEL = process.env.AOI_MODEL || path.join(repoRoot, 'build', '
 export const AOI_MODEL_NO_CHAT_TEMPLATE = process.env.AOI_MODEL_NO_CHAT_TEMPLATE ||
   path.join(path.dirname(AOI_MODEL), 'test-micro-no-chat-template.gguf');
 
+// The trained analyst model (models/analyst.gguf, committed): answers that follow the bars.
+export const AOI_ANALYST_MODEL = process.env.AOI_ANALYST_MODEL || path.join(repoRoot, 'models', 'analyst.gguf');
+
 // Generous bounds: the machine has two slow cores and CI can be loaded. Timings are never asserted.
 export const STARTUP_TIMEOUT_MS = Number(process.env.AOI_STARTUP_TIMEOUT_MS || 120_000);
 export const REQUEST_TIMEOUT_MS = 60_000;

@@ -28,13 +28,16 @@ Tally stream_and_compare(engine::Model& model, session::SessionConfig config, co
   session::Session& s = **stateful;
   session::Session& n = **naive;
 
-  const std::vector<std::string> questions = {"Is the trend UP or DOWN?", "What was the last close?",
-                                              "Was there a pullback? Answer YES or NO.",
-                                              "Summarize the volume pattern."};
+  const std::vector<std::string> questions =
+      !run.questions.empty()
+          ? run.questions
+          : std::vector<std::string>{"Is the trend UP or DOWN?", "What was the last close?",
+                                     "Was there a pullback? Answer YES or NO.", "Summarize the volume pattern."};
+  const auto records = run.records ? run.records : [](int count, int first) { return ohlcv_lines(count, 99, first); };
   int bar = 0;
   for (int b = 0; b < run.n_batches; ++b) {
     const int k = 1 + (b * 7) % 5;  // batches of 1..5 records
-    const auto lines = ohlcv_lines(k, 99, bar);
+    const auto lines = records(k, bar);
     bar += k;
     EXPECT_TRUE(sessions.append(s, lines).ok());
     EXPECT_TRUE(sessions.append(n, lines).ok());
@@ -50,6 +53,7 @@ Tally stream_and_compare(engine::Model& model, session::SessionConfig config, co
     EXPECT_TRUE(as.ok() && an.ok());
     if (!as.ok() || !an.ok()) continue;
     EXPECT_EQ(as->data_version, an->data_version);
+    if (run.stateful_answers != nullptr) run.stateful_answers->push_back(as->text);
     const Comparison c = compare(*as, *an, tally.bound);
     tally.add(c);
     if (c.verdict() != Verdict::kIdentical) std::cout << "query " << tally.n << ": " << c.describe() << "\n";

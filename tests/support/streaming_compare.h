@@ -3,6 +3,10 @@
 // retention, and answer the same rotating questions; every pair of answers is judged by the strict rule.
 #pragma once
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "aoi/engine/model.h"
 #include "aoi/session/session.h"
 #include "equivalence.h"
@@ -17,6 +21,11 @@ struct StreamRun {
   engine::KvType type_v = engine::KvType::kF16;  // quantized values need flash attention (llama.cpp)
   engine::FlashAttn flash_attn = engine::FlashAttn::kOff;
   Bound bound = kSameComputation;  // where the two sessions run alike, as here, no noise is allowed
+  // The questions asked in turn (empty: four about trend, last close, pullback and volume) and the records
+  // (null: the test records of records.h, ohlcv_lines(n, 99, first)).
+  std::vector<std::string> questions;
+  std::function<std::vector<std::string>(int n, int first)> records;
+  std::vector<std::string>* stateful_answers = nullptr;  // when set, every stateful answer in order
 };
 
 // Streams run.n_batches batches of 1 to 5 OHLCV records into both sessions (on a context of 3 sequences of
