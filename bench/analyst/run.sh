@@ -6,7 +6,7 @@
 #   bench/analyst/run.sh [--preset quick|cpu] [--model PATH] [--threads N] [--out DIR] [--skip-build]
 #
 #   quick  10 streams per window (a few minutes)
-#   cpu    100 streams per window
+#   cpu    50 streams per window (about 15 minutes on 2 cores)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
 done
 case "$preset" in
   quick) streams=10 ;;
-  cpu) streams=100 ;;
+  cpu) streams=50 ;;
   *) echo "presets: quick, cpu" >&2; exit 2 ;;
 esac
 out=${out:-bench-out/analyst-$preset}
@@ -44,7 +44,7 @@ mkdir -p "$out"
 settings="model $(basename "$model"), $threads threads, context 16384 for 2 sessions, KV cache f16, CPU"
 port=$(free_port)
 build/tools/aoi serve -m "$model" --port "$port" --threads "$threads" --ctx-per-session 8192 --max-sessions 2 \
-  --pool-slots 1 --spare-seqs 1 >"$out/aoi.log" 2>&1 &
+  --pool-slots 1 --spare-seqs 1 --memory-only >"$out/aoi.log" 2>&1 &
 pids+=($!)
 url="http://127.0.0.1:$port"
 wait_ready "$url" "$out/aoi.log"
