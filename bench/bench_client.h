@@ -13,6 +13,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "http_client.h"
@@ -93,5 +94,12 @@ class Server {
   std::string url_;
   aoi::cli::Url parsed_;
 };
+
+// Polls session `id` until it has ingested through sequence number `seq`.
+inline void wait_ingested(const Server& aoi, const std::string& id, std::uint64_t seq) {
+  while (aoi.call("GET", "/v1/sessions/" + id)["last_seq_ingested"].get<std::uint64_t>() < seq) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 }  // namespace aoi::bench

@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 
 #include <fstream>
-#include <thread>
 
 #include "aoi/workload/ohlcv.h"
 #include "aoi/workload/questions.h"
@@ -35,23 +34,10 @@ void create(const Server& aoi, const std::string& id, const std::string& mode) {
            {{"id", id}, {"system", aoi::workload::instructions()}, {"mode", mode}, {"query_budget", 128}});
 }
 
-void wait_ingested(const Server& aoi, const std::string& id, std::uint64_t seq) {
-  while (aoi.call("GET", "/v1/sessions/" + id)["last_seq_ingested"].get<std::uint64_t>() < seq) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 std::string ask(const Server& aoi, const std::string& id, const std::string& question, int max_tokens) {
   const json r =
       aoi.call("POST", "/v1/sessions/" + id + "/query", {{"question", question}, {"max_tokens", max_tokens}});
   return r.value("answer", "");
-}
-
-// The open of the last bar, as the trivial answer to a price question.
-std::string last_open(const aoi::workload::Bar& bar) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f", bar.open);
-  return buf;
 }
 
 }  // namespace
@@ -82,7 +68,6 @@ int main(int argc, char** argv) {
   for (const int window : windows) {
     std::map<std::string, Tally> stateful, naive, trivial;
     std::map<std::string, std::map<std::string, int>> answers;  // type -> truth -> count (the trivial answers)
-    std::map<std::string, std::vector<std::string>> truths;
     int disagreements = 0, questions = 0;
     for (int s = 0; s < streams; ++s) {
       aoi::workload::OhlcvGenerator gen({.seed = seed + static_cast<std::uint64_t>(s)});
@@ -111,9 +96,8 @@ int main(int argc, char** argv) {
         naive[type].right += aoi::workload::is_correct(q, b) ? 1 : 0;
         naive[type].n += 1;
         answers[type][q.truth] += 1;
-        truths[type].push_back(q.truth);
-        if (q.type == QuestionType::kValue || q.type == QuestionType::kLastClose) {
-          trivial[type].right += aoi::workload::is_correct(q, last_open(bars.back())) ? 1 : 0;
+        if (aoi::workload::asks_for_price(q.type)) {  // the trivial answer: the last bar's open
+          trivial[type].right += aoi::workload::is_correct(q, aoi::workload::price_text(bars.back().open)) ? 1 : 0;
           trivial[type].n += 1;
         }
       }
@@ -132,7 +116,7 @@ int main(int argc, char** argv) {
         const auto most = std::max_element(counts.begin(), counts.end(),
                                            [](const auto& x, const auto& y) { return x.second < y.second; });
         trivial_answer = "always " + most->first;
-        trivial[type] = {most->second, static_cast<int>(truths[type].size())};
+        trivial[type] = {most->second, stateful[type].n};
       }
       std::printf("| %s | %s | %s | %s | %s |\n", type.c_str(), percent(stateful[type]).c_str(),
                   percent(naive[type]).c_str(), trivial_answer.c_str(), percent(trivial[type]).c_str());

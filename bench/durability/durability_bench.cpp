@@ -47,15 +47,14 @@ std::uint64_t fill_to(const Server& aoi, const std::string& id, int tokens, std:
   while (held < tokens) {
     const int bars = std::max(1, std::min(200, (tokens - held) / 30 + 1));
     last = aoi.call("POST", "/v1/sessions/" + id + "/data", nullptr, "text/plain", bars_text(gen, bars))["last_seq"];
-    while (aoi.call("GET", "/v1/sessions/" + id)["last_seq_ingested"].get<std::uint64_t>() < last) {
-      std::this_thread::sleep_for(20ms);
-    }
+    wait_ingested(aoi, id, last);
     held = aoi.call("GET", "/v1/sessions/" + id)["regions"]["data_tokens"];
   }
   return last;
 }
 
-void wait_ingested(const Server& aoi, const std::string& id, std::uint64_t seq) {
+// Until the session has ingested through `seq` and nothing waits in its queue.
+void wait_drained(const Server& aoi, const std::string& id, std::uint64_t seq) {
   while (true) {
     const json s = aoi.call("GET", "/v1/sessions/" + id);
     if (s["last_seq_ingested"].get<std::uint64_t>() >= seq && s["pending"].get<int>() == 0) return;
@@ -161,7 +160,7 @@ json phase_fill(const Server& aoi, int sessions, int tokens) {
     aoi::workload::OhlcvGenerator gen({.seed = 200u + static_cast<unsigned>(i)});
     const std::uint64_t last = aoi.call("POST", "/v1/sessions/" + id + "/data", nullptr, "text/plain",
                                         bars_text(gen, tokens / 35 + 1))["last_seq"];
-    wait_ingested(aoi, id, last);
+    wait_drained(aoi, id, last);
     aoi.call("POST", "/v1/sessions/" + id + "/query", kQuestion);
   });
   const double secs = since_ms(t0) / 1000;
@@ -198,12 +197,12 @@ json phase_push(const Server& aoi, int pushes, int burst) {
     aoi.call("POST", "/v1/sessions/push/data", nullptr, "text/plain", line);
     if (i >= 50) ms.push_back(since_ms(t0));  // the first 50 warm up
   }
-  wait_ingested(aoi, "push", aoi.call("GET", "/v1/sessions/push")["last_seq_pushed"]);
+  wait_drained(aoi, "push", aoi.call("GET", "/v1/sessions/push")["last_seq_pushed"]);
   const long before = aoi.call("GET", "/v1/sessions/push")["tokens_ingested"];
   const auto t0 = Clock::now();
   const std::uint64_t last =
       aoi.call("POST", "/v1/sessions/push/data", nullptr, "text/plain", bars_text(gen, burst))["last_seq"];
-  wait_ingested(aoi, "push", last);
+  wait_drained(aoi, "push", last);
   const double secs = since_ms(t0) / 1000;
   const long tokens = aoi.call("GET", "/v1/sessions/push")["tokens_ingested"].get<long>() - before;
   std::printf("push: p50 %.3f ms, p99 %.3f ms; ingestion %.0f tokens/s\n", median(ms), percentile(ms, 0.99),

@@ -75,11 +75,7 @@ void push(const Server& aoi, Stream& s, int n) {
 }
 
 void wait_ingested(const Server& aoi, const std::vector<Stream>& streams) {
-  for (const auto& s : streams) {
-    while (aoi.call("GET", "/v1/sessions/" + s.id)["last_seq_ingested"].get<std::uint64_t>() < s.last_seq) {
-      std::this_thread::sleep_for(20ms);
-    }
-  }
+  for (const auto& s : streams) wait_ingested(aoi, s.id, s.last_seq);
 }
 
 }  // namespace

@@ -9,12 +9,6 @@
 namespace aoi::workload {
 namespace {
 
-std::string price(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f", v);
-  return buf;
-}
-
 std::string upper(std::string_view s) {
   std::string out(s);
   for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -45,6 +39,14 @@ std::string first_word(std::string_view answer, std::initializer_list<const char
 }
 
 }  // namespace
+
+std::string price_text(double price) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", price);
+  return buf;
+}
+
+bool asks_for_price(QuestionType type) { return type == QuestionType::kValue || type == QuestionType::kLastClose; }
 
 const char* question_type_name(QuestionType type) {
   switch (type) {
@@ -117,12 +119,12 @@ Question make_question(QuestionType type, std::span<const Bar> bars) {
       const Bar& mid = bars[n / 2];
       const std::string line = format_bar(mid);
       q.text = "What was the close at " + line.substr(0, line.find(',')) + "?";
-      q.truth = price(mid.close);
+      q.truth = price_text(mid.close);
       break;
     }
     case QuestionType::kLastClose: {
       q.text = "What was the last close?";
-      q.truth = price(last.close);
+      q.truth = price_text(last.close);
       break;
     }
   }
@@ -150,8 +152,7 @@ std::string extract_answer(QuestionType type, std::string_view answer) {
 bool is_correct(const Question& q, std::string_view answer) {
   const std::string got = extract_answer(q.type, answer);
   if (got.empty()) return false;
-  if (q.type == QuestionType::kValue || q.type == QuestionType::kLastClose)
-    return std::fabs(std::atof(got.c_str()) - std::atof(q.truth.c_str())) < 0.005;
+  if (asks_for_price(q.type)) return std::fabs(std::atof(got.c_str()) - std::atof(q.truth.c_str())) < 0.005;
   return got == q.truth;
 }
 

@@ -31,6 +31,11 @@ struct Question {
 // The question of `type` about `bars` (the bars the model sees, oldest first; at least one).
 Question make_question(QuestionType type, std::span<const Bar> bars);
 
+// A price as the bars and the answers write it: two decimals ("101.25").
+std::string price_text(double price);
+// Q6 and Q7 ask for a price (graded as a number); the others for a word.
+bool asks_for_price(QuestionType type);
+
 // The answer's verdict: the first UP/DOWN or YES/NO word (case-insensitive), or the first number for Q6 and Q7.
 // Empty when none is found.
 std::string extract_answer(QuestionType type, std::string_view answer);
