@@ -33,7 +33,6 @@ CHAT_TEMPLATE = (
 SYSTEM_OPEN = "<|im_start|>system\n"
 SCAFFOLD = "<|im_end|>\n<|im_start|>user\n"
 QUESTION_CLOSE = "<|im_end|>\n<|im_start|>assistant\n"
-END = "<|im_end|>"
 
 
 class Vocab:
@@ -53,7 +52,6 @@ class Vocab:
             self.tokens.append(c)
             self.types.append(1)  # NORMAL
         self.ids = {t: i for i, t in enumerate(self.tokens)}
-        self.im_start = self.ids["<|im_start|>"]
         self.im_end = self.ids["<|im_end|>"]
 
     def encode(self, text):
@@ -73,15 +71,6 @@ class Vocab:
                 out.extend(self.byte0 + b for b in c.encode("utf-8"))
             i += 1
         return out
-
-    def decode(self, ids):
-        data = bytearray()
-        for i in ids:
-            if self.types[i] == 6:
-                data.append(i - self.byte0)
-            elif self.types[i] == 1:
-                data.extend(self.tokens[i].replace("\u2581", " ").encode("utf-8"))
-        return data.decode("utf-8", "replace")
 
 
 class Config:
