@@ -38,6 +38,16 @@ std::string response_key(std::span<const engine::Token> prompt, const engine::Ge
   append(key, sp.frequency_penalty);
   append(key, static_cast<std::uint64_t>(sp.grammar.size()));
   key += sp.grammar;
+  append(key, static_cast<std::uint8_t>(sp.grammar_lazy));
+  append(key, static_cast<std::uint64_t>(sp.grammar_trigger_patterns.size()));
+  for (const auto& p : sp.grammar_trigger_patterns) {
+    append(key, static_cast<std::uint64_t>(p.size()));
+    key += p;
+  }
+  for (const auto* tokens : {&sp.grammar_trigger_tokens, &sp.grammar_prefill, &params.preserved_tokens}) {
+    append(key, static_cast<std::uint64_t>(tokens->size()));
+    for (engine::Token t : *tokens) append(key, t);
+  }
   // What only a sampled answer depends on (greedy ones share an entry whatever these say).
   const bool greedy = sp.temperature <= 0.0f;
   append(key, static_cast<std::uint8_t>(greedy));

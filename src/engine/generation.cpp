@@ -208,7 +208,9 @@ void Generation::sample(Context& ctx, int row) {
   if (model_.is_end_of_generation(token)) return finish(FinishReason::kEndOfGeneration);
 
   result_.tokens.push_back(token);
-  const std::string delta = text_.push(model_.token_to_piece(token));
+  const auto& preserved = params_.preserved_tokens;
+  const bool special = std::find(preserved.begin(), preserved.end(), token) != preserved.end();
+  const std::string delta = text_.push(model_.token_to_piece(token, special));
   if (!delta.empty() && on_text_) on_text_(delta);
   if (text_.stopped()) return finish(FinishReason::kStop);
   if (static_cast<int>(result_.tokens.size()) >= params_.max_tokens) return finish(FinishReason::kLength);

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "aoi/common/fnv1a.h"
+#include "aoi/engine/chat.h"
 #include "backends.h"
 #include "ggml-backend.h"
 #include "llama.h"
@@ -178,13 +179,43 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
                  own ? "llama.cpp cannot apply the model's chat template" : "the model has no chat template",
                  params.chat_template_fallback, params.path);
   }
+  m->load_jinja(params);
   return m;
+}
+
+void Model::load_jinja(const ModelParams& params) {
+  // What llama-common is given: a template's text, "chatml" (its own ChatML), or "" for the model's own.
+  std::optional<std::string> source;
+  const auto& t = chat_template_in_use_;
+  if (!t) {
+    jinja_unavailable_ = "the model has no chat template";
+  } else if (t->source == ChatTemplate::Source::kModel || (!params.chat_template && chat_template())) {
+    source = "";
+  } else if (t->source == ChatTemplate::Source::kFile) {
+    source = t->text;
+  } else if (t->name == "chatml") {
+    source = "chatml";
+  } else {
+    jinja_unavailable_ = "the chat template " + t->describe() + " is one of llama.cpp's built-in formats, not a " +
+                         "Jinja template (--chat-template FILE gives one)";
+  }
+  if (!source) return;
+  auto loaded = ChatTemplates::load(*this, *source);
+  if (!loaded) {
+    jinja_unavailable_ = loaded.error().message;
+    spdlog::warn("{}: tool calls and --jinja are unavailable: {}", path_, jinja_unavailable_);
+    return;
+  }
+  jinja_ = std::move(loaded).value();
 }
 
 Model::Model(llama_model* model, std::string path)
     : model_(model), vocab_(llama_model_get_vocab(model)), path_(std::move(path)) {}
 
-Model::~Model() { llama_model_free(model_); }
+Model::~Model() {
+  jinja_.reset();
+  llama_model_free(model_);
+}
 
 std::vector<Token> Model::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
   std::vector<Token> tokens(text.size() + 2);

@@ -30,8 +30,18 @@ Sampler::Sampler(const SamplingParams& params, const Model& model) {
   }
   // The grammar before any truncation: top-k/top-p/min-p could otherwise keep only tokens it forbids.
   if (!params.grammar.empty()) {
-    llama_sampler* grammar = llama_sampler_init_grammar(model.vocab(), params.grammar.c_str(), "root");
+    llama_sampler* grammar = nullptr;
+    if (params.grammar_lazy) {
+      std::vector<const char*> patterns;
+      for (const auto& p : params.grammar_trigger_patterns) patterns.push_back(p.c_str());
+      grammar = llama_sampler_init_grammar_lazy_patterns(model.vocab(), params.grammar.c_str(), "root", patterns.data(),
+                                                         patterns.size(), params.grammar_trigger_tokens.data(),
+                                                         params.grammar_trigger_tokens.size());
+    } else {
+      grammar = llama_sampler_init_grammar(model.vocab(), params.grammar.c_str(), "root");
+    }
     AOI_CHECK(grammar != nullptr, "a grammar that does not compile reached the sampler");
+    for (Token t : params.grammar_prefill) llama_sampler_accept(grammar, t);
     llama_sampler_chain_add(chain_, grammar);
   }
   if (!sampled) {

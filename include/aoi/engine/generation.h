@@ -29,6 +29,9 @@ struct GenerationParams {
   int max_tokens = 64;
   std::vector<std::string> stop;  // stop strings; the matched text is not part of the answer
   SamplingParams sampling;
+  // Control tokens whose text the answer shows (a tool call's markers, which its parser reads); the rest of
+  // the control tokens add nothing to it.
+  std::vector<Token> preserved_tokens;
   bool keep_first_logits = false;  // copy the logits that chose the first answer token (tests)
   // Prompt-lookup drafting (engine/draft.h): the longest draft to propose after each sampled token; 0: none.
   int draft_max = 0;

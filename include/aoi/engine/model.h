@@ -66,6 +66,8 @@ struct ModelParams {
   std::string chat_template_fallback = "chatml";
 };
 
+class ChatTemplates;
+
 class Model {
  public:
   static Result<std::unique_ptr<Model>> load(const ModelParams& params);
@@ -120,18 +122,27 @@ class Model {
   // Fails when there is none, or llama.cpp does not recognise it.
   Result<std::string> apply_chat_template(std::span<const ChatMessage> messages, bool add_assistant) const;
 
+  // The same template as Jinja, which llama-common renders with tools (engine/chat.h): the model's own (or
+  // the file given, or ChatML); null when llama-common cannot run it, or a built-in other than ChatML was
+  // chosen (jinja_unavailable() says why).
+  const ChatTemplates* jinja_templates() const { return jinja_.get(); }
+  const std::string& jinja_unavailable() const { return jinja_unavailable_; }
+
   const llama_model* raw() const { return model_; }
   llama_model* raw() { return model_; }
   const llama_vocab* vocab() const { return vocab_; }
 
  private:
   Model(llama_model* model, std::string path);
+  void load_jinja(const ModelParams& params);
 
   llama_model* model_;  // owned
   const llama_vocab* vocab_;
   std::string path_;
   std::string fingerprint_;
   std::optional<ChatTemplate> chat_template_in_use_;
+  std::unique_ptr<ChatTemplates> jinja_;
+  std::string jinja_unavailable_;
   std::vector<Device> devices_;
   int n_gpu_layers_ = 0;
 };

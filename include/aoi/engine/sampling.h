@@ -31,6 +31,12 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   std::vector<std::pair<Token, float>> logit_bias;  // added to the token's logit before anything else
   std::string grammar;                              // GBNF with a rule "root" (engine/grammar.h); empty: unconstrained
+  // Lazy: the grammar holds only from where a trigger appears in the answer (a pattern's match or one of the
+  // tokens; llama_sampler_init_grammar_lazy_patterns), as for a tool call the model may or may not make.
+  bool grammar_lazy = false;
+  std::vector<std::string> grammar_trigger_patterns;  // regular expressions
+  std::vector<Token> grammar_trigger_tokens;
+  std::vector<Token> grammar_prefill;  // read by a (not lazy) grammar before the answer's first token
 
   // True when the penalties sampler has something to do.
   bool penalizes() const {
