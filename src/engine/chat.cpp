@@ -156,6 +156,19 @@ Result<common_chat_params> apply(const common_chat_templates* templates, const C
 }  // namespace
 
 Result<ChatRender> ChatTemplates::render(const ChatRequest& request) const {
+  // A template that knows no tools renders a request as if it had none: the model would never see them.
+  auto caps = common_chat_templates_get_caps(templates_);
+  if (!request.tools.empty() && request.tool_choice != ToolChoice::kNone && !caps["supports_tools"]) {
+    return Error::invalid("tools",
+                          "the chat template does not show tools to the model (--chat-template FILE "
+                          "gives one that does)");
+  }
+  for (size_t i = 0; i < request.messages.size(); ++i) {
+    if (!request.messages[i].tool_calls.empty() && !caps["supports_tool_calls"]) {
+      return Error::invalid("messages[" + std::to_string(i) + "].tool_calls",
+                            "the chat template cannot render tool calls (--chat-template FILE gives one that can)");
+    }
+  }
   auto applied = apply(templates_, request, request.tool_choice);
   if (!applied) return applied.error();
   common_chat_params params = std::move(applied).value();

@@ -9,6 +9,7 @@
 #include <random>
 #include <variant>
 
+#include "aoi/engine/chat.h"
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
 #include "async.h"
@@ -154,6 +155,16 @@ struct OpenAiShape {
   std::string id;
   std::int64_t created;
   std::string model;
+  // A chat rendered by llama-common: how its replies read as text and tool calls; none: the text is the reply.
+  std::optional<engine::ChatParser> parser;
+
+  // "tool_calls" when the reply is tool calls (and was not cut short).
+  static const char* finish(const Completed& c, const engine::ChatReply* reply) {
+    if (reply != nullptr && !reply->tool_calls.empty() && c.finish != engine::FinishReason::kLength) {
+      return "tool_calls";
+    }
+    return openai_finish(c.finish);
+  }
 
   json envelope(json choices, bool chunk) const {
     return {{"id", id},
@@ -165,7 +176,11 @@ struct OpenAiShape {
   }
   json response(const Completed& c) const {
     json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(c.finish)}};
-    if (chat) {
+    if (chat && parser) {
+      const engine::ChatReply reply = parser->parse(c.text, /*partial=*/false);
+      choice["message"] = openai_chat_message(reply);
+      choice["finish_reason"] = finish(c, &reply);
+    } else if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
       choice["text"] = c.text;
@@ -185,9 +200,14 @@ struct OpenAiShape {
     }
     return dump(envelope(json::array({choice}), true));
   }
+  // A chunk of a parsed reply: text or a tool call's piece.
+  std::string delta_chunk(const engine::ChatReplyStream::Delta& d) const {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", openai_delta(d)}};
+    return dump(envelope(json::array({choice}), true));
+  }
   // The chunk with the finish reason (and, for a session, the data version the answer read).
-  std::string last_chunk(const Completed& c) const {
-    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_finish(c.finish)}};
+  std::string last_chunk(const Completed& c, const engine::ChatReply* reply = nullptr) const {
+    json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish(c, reply)}};
     if (chat) {
       choice["delta"] = json::object();
     } else {
@@ -271,15 +291,27 @@ template <class O>
 class OpenAiFormat : public StreamFormat<O> {
  public:
   OpenAiFormat(OpenAiShape shape, bool include_usage, Summary<O> summary)
-      : shape_(std::move(shape)), include_usage_(include_usage), summary_(std::move(summary)) {}
+      : shape_(std::move(shape)), include_usage_(include_usage), summary_(std::move(summary)) {
+    if (shape_.chat && shape_.parser) reply_ = std::make_unique<engine::ChatReplyStream>(*shape_.parser);
+  }
   std::vector<SseFrame> start() override {
     if (!shape_.chat) return {};
     return {{"", shape_.chunk("", /*role_only=*/true)}};
   }
-  std::vector<SseFrame> piece(std::string_view text) override { return {{"", shape_.chunk(text)}}; }
+  std::vector<SseFrame> piece(std::string_view text) override {
+    if (!reply_) return {{"", shape_.chunk(text)}};
+    text_ += text;
+    return deltas(reply_->update(text_, /*final=*/false));
+  }
   std::vector<SseFrame> done(const O& o) override {
     const Completed c = summary_(o);
-    std::vector<SseFrame> frames = {{"", shape_.last_chunk(c)}};
+    std::vector<SseFrame> frames;
+    std::optional<engine::ChatReply> reply;
+    if (reply_) {
+      frames = deltas(reply_->update(c.text, /*final=*/true));
+      reply = reply_->reply();
+    }
+    frames.push_back({"", shape_.last_chunk(c, reply ? &*reply : nullptr)});
     if (include_usage_) frames.push_back({"", shape_.usage_chunk(c)});
     frames.push_back({"", "[DONE]"});
     return frames;
@@ -287,9 +319,17 @@ class OpenAiFormat : public StreamFormat<O> {
   std::vector<SseFrame> failed(const Error& e) override { return {{"", dump(error_body(e))}}; }
 
  private:
+  std::vector<SseFrame> deltas(const std::vector<engine::ChatReplyStream::Delta>& ds) const {
+    std::vector<SseFrame> frames;
+    for (const auto& d : ds) frames.push_back({"", shape_.delta_chunk(d)});
+    return frames;
+  }
+
   OpenAiShape shape_;
   bool include_usage_;
   Summary<O> summary_;
+  std::unique_ptr<engine::ChatReplyStream> reply_;  // a parsed chat's reply so far
+  std::string text_;                                // its text so far
 };
 
 template <class O>
@@ -400,6 +440,20 @@ Summary<service::GenerateOutcome> completion_summary() {
 
 // ---- OpenAI ----
 
+// A chat rendered by llama-common's Jinja engine as the request's prompt, and how its reply reads.
+Result<engine::ChatParser> render_chat(const engine::Model& model, const engine::ChatRequest& chat,
+                                       service::GenerateRequest& req) {
+  const engine::ChatTemplates* templates = model.jinja_templates();
+  if (templates == nullptr) {
+    return Error::invalid(chat.tools.empty() ? "messages" : "tools",
+                          "the chat template cannot render tools or tool messages: " + model.jinja_unavailable());
+  }
+  auto render = templates->render(chat);
+  if (!render) return render.error();
+  if (Status st = use_chat_render(req, *render); !st) return st.error();
+  return render->parser;
+}
+
 net::awaitable<Outcome> models(Call& call) {
   co_return Outcome{json_response(call.request, http::status::ok, models_body(call))};
 }
@@ -409,13 +463,26 @@ net::awaitable<Outcome> openai_completion(Call& call, bool chat) {
   if (!parsed) co_return Outcome{error_response(call.request, parsed.error())};
   bool stream = false;
   bool include_usage = false;
-  auto req = parse_openai(*parsed, chat, stream, include_usage);
+  ToolChat tool_chat;
+  auto req = parse_openai(*parsed, chat, stream, include_usage, chat ? &tool_chat : nullptr);
   if (!req) co_return Outcome{error_response(call.request, req.error())};
   auto session = session_named(call, *parsed);
   if (!session) co_return Outcome{error_response(call.request, session.error())};
+  std::optional<engine::ChatParser> parser;
+  if (*session && tool_chat.needs_jinja) {
+    co_return Outcome{error_response(
+        call.request, Error::invalid("tools", "a session's question has no tools, tool calls or tool messages"))};
+  }
+  // --jinja renders every chat as Jinja where the model's template is one.
+  const bool jinja = call.options.jinja && call.service.model().jinja_templates() != nullptr;
+  if (!*session && chat && (tool_chat.needs_jinja || jinja)) {
+    auto rendered = render_chat(call.service.model(), tool_chat.request, *req);
+    if (!rendered) co_return Outcome{error_response(call.request, rendered.error())};
+    parser = std::move(rendered).value();
+  }
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
   const std::string model = *session ? std::string(kSessionModelPrefix) + (*session)->id() : call.options.model_name;
-  const OpenAiShape shape{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), model};
+  const OpenAiShape shape{chat, random_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), model, std::move(parser)};
   auto whole = [shape](const Completed& c) { return shape.response(c); };
 
   if (*session) {

@@ -1,5 +1,7 @@
 #include "completion_json.h"
 
+#include <algorithm>
+#include <cctype>
 #include <random>
 
 #include "json_fields.h"
@@ -60,6 +62,199 @@ Result<std::vector<engine::ChatMessage>> chat_messages(const json* messages, boo
   return out;
 }
 
+// OpenAI's function names: letters, digits, underscores and dashes, 64 at most.
+bool valid_function_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; });
+}
+
+// An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}], the
+// arguments JSON text of an object (an object itself is taken too).
+Result<std::vector<engine::ToolCall>> tool_calls_of(const json& calls, const std::string& field) {
+  if (!calls.is_array()) return Error::invalid(field, "must be an array of tool calls");
+  std::vector<engine::ToolCall> out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string cf = field + "[" + std::to_string(i) + "]";
+    const json& c = calls[i];
+    if (!c.is_object()) return Error::invalid(cf, "must be an object");
+    Fields f(c, cf);
+    auto id = f.string("id");
+    if (!id) return id.error();
+    auto type = f.string("type");
+    if (!type) return type.error();
+    if (*type && **type != "function") return Error::invalid(cf + ".type", "must be \"function\"");
+    auto function = f.object("function");
+    if (!function) return function.error();
+    if (!*function) return Error::invalid(cf + ".function", "is required");
+    Fields fn(**function, cf + ".function");
+    auto name = fn.string("name");
+    if (!name) return name.error();
+    if (!*name || !valid_function_name(**name)) {
+      return Error::invalid(cf + ".function.name", "must be a function name (letters, digits, _ and -, 1 to 64)");
+    }
+    engine::ToolCall call{id->value_or(""), **name, "{}"};
+    if (const json* args = fn.raw("arguments"); args != nullptr && !args->is_null()) {
+      if (args->is_object()) {
+        call.arguments = args->dump();
+      } else if (args->is_string()) {
+        const auto parsed = json::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        if (!parsed.is_object()) {
+          return Error::invalid(cf + ".function.arguments", "must be the JSON text of an object");
+        }
+        call.arguments = args->get<std::string>();
+      } else {
+        return Error::invalid(cf + ".function.arguments", "must be the JSON text of an object");
+      }
+    }
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// The messages of a chat that may hold tool calls and tool results. Sets needs_jinja when one does.
+Status tool_chat_messages(const json* messages, ToolChat& chat) {
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return Error::invalid("messages", "a non-empty array of messages is needed");
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Error::invalid(field, "must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) return Error::invalid(field + ".role", "must be a string");
+    engine::ChatTurn turn;
+    turn.role = m["role"].get<std::string>();
+    if (turn.role == "developer") turn.role = "system";
+    if (turn.role == "function") {
+      return Error::invalid(field + ".role", "\"function\" messages are not supported (a \"tool\" message is)");
+    }
+    if (turn.role != "system" && turn.role != "user" && turn.role != "assistant" && turn.role != "tool") {
+      return Error::invalid(field + ".role", "unsupported role \"" + turn.role + "\"");
+    }
+    if (const auto legacy = m.find("function_call"); legacy != m.end() && !legacy->is_null()) {
+      return Error::invalid(field + ".function_call", "is not supported (\"tool_calls\" is)");
+    }
+    // An empty list makes no call (some clients always send one).
+    if (const auto calls = m.find("tool_calls");
+        calls != m.end() && !calls->is_null() && !(calls->is_array() && calls->empty())) {
+      if (turn.role != "assistant") return Error::invalid(field + ".tool_calls", "only an assistant makes tool calls");
+      auto read = tool_calls_of(*calls, field + ".tool_calls");
+      if (!read) return read.error();
+      turn.tool_calls = std::move(read).value();
+    }
+    const bool calls_only = !turn.tool_calls.empty();
+    if (!m.contains("content") || m["content"].is_null()) {
+      if (!calls_only) return Error::invalid(field + ".content", "is required");
+    } else {
+      auto text = content_text(m["content"], field + ".content");
+      if (!text) return text.error();
+      turn.content = std::move(text).value();
+    }
+    if (turn.role == "tool") {
+      const auto id = m.find("tool_call_id");
+      if (id == m.end() || !id->is_string() || id->get<std::string>().empty()) {
+        return Error::invalid(field + ".tool_call_id", "a tool message names the call it answers");
+      }
+      turn.tool_call_id = id->get<std::string>();
+      if (const auto name = m.find("name"); name != m.end() && name->is_string())
+        turn.tool_name = name->get<std::string>();
+    }
+    if (turn.role == "tool" || calls_only) chat.needs_jinja = true;
+    chat.request.messages.push_back(std::move(turn));
+  }
+  return {};
+}
+
+// "tools", "tool_choice", "parallel_tool_calls". A named function as the choice leaves that tool alone and
+// requires a call.
+Status read_tools(Fields& f, ToolChat& chat) {
+  engine::ChatRequest& r = chat.request;
+  if (const json* tools = f.raw("tools"); tools != nullptr && !tools->is_null()) {
+    if (!tools->is_array()) return Error::invalid("tools", "must be an array of tools");
+    if (tools->size() > 128) return Error::invalid("tools", "at most 128 tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string tf = "tools[" + std::to_string(i) + "]";
+      const json& t = (*tools)[i];
+      if (!t.is_object()) return Error::invalid(tf, "must be an object");
+      Fields tfields(t, tf);
+      auto type = tfields.string("type");
+      if (!type) return type.error();
+      if (!*type || **type != "function") return Error::invalid(tf + ".type", "must be \"function\"");
+      auto function = tfields.object("function");
+      if (!function) return function.error();
+      if (!*function) return Error::invalid(tf + ".function", "is required");
+      Fields fn(**function, tf + ".function");
+      auto name = fn.string("name");
+      if (!name) return name.error();
+      if (!*name || !valid_function_name(**name)) {
+        return Error::invalid(tf + ".function.name", "must be a function name (letters, digits, _ and -, 1 to 64)");
+      }
+      for (const auto& other : r.tools) {
+        if (other.name == **name) return Error::invalid(tf + ".function.name", "names another tool's function");
+      }
+      auto description = fn.string("description");
+      if (!description) return description.error();
+      auto strict = fn.boolean("strict");  // the grammar holds either way
+      if (!strict) return strict.error();
+      std::string parameters = R"({"type":"object","properties":{}})";
+      if (const json* schema = fn.raw("parameters"); schema != nullptr && !schema->is_null()) {
+        // Checked here, so that a schema the grammar converter cannot read is the client's error, named.
+        auto grammar = schema_grammar(*schema, tf + ".function.parameters");
+        if (!grammar) return grammar.error();
+        if (!schema->empty()) parameters = schema->dump();
+      }
+      r.tools.push_back({**name, description->value_or(""), std::move(parameters)});
+    }
+  }
+  r.tool_choice = engine::ToolChoice::kAuto;
+  if (const json* choice = f.raw("tool_choice"); choice != nullptr && !choice->is_null()) {
+    std::optional<std::string> named;
+    if (choice->is_string() && *choice == "none") {
+      r.tool_choice = engine::ToolChoice::kNone;
+    } else if (choice->is_string() && *choice == "required") {
+      r.tool_choice = engine::ToolChoice::kRequired;
+    } else if (choice->is_object()) {
+      const auto type = choice->find("type");
+      const auto function = choice->find("function");
+      if (type == choice->end() || *type != "function") {
+        return Error::invalid("tool_choice.type", "must be \"function\"");
+      }
+      if (function == choice->end() || !function->is_object() || !function->contains("name") ||
+          !(*function)["name"].is_string()) {
+        return Error::invalid("tool_choice.function.name", "must name one of the tools");
+      }
+      named = (*function)["name"].get<std::string>();
+    } else if (!(choice->is_string() && *choice == "auto")) {
+      return Error::invalid("tool_choice",
+                            "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+                            "{\"name\": ...}}");
+    }
+    if (r.tools.empty() && (named || r.tool_choice == engine::ToolChoice::kRequired)) {
+      return Error::invalid("tool_choice", "asks for a tool call, but the request has no tools");
+    }
+    if (named) {
+      const auto it = std::find_if(r.tools.begin(), r.tools.end(), [&](const auto& t) { return t.name == *named; });
+      if (it == r.tools.end()) return Error::invalid("tool_choice.function.name", "names none of the tools");
+      r.tools = {*it};
+      r.tool_choice = engine::ToolChoice::kRequired;
+    }
+  }
+  auto parallel = f.boolean("parallel_tool_calls");
+  if (!parallel) return parallel.error();
+  // One call per reply unless asked: a weak model given the choice may go on calling until max_tokens.
+  r.parallel_tool_calls = parallel->value_or(false);
+  if (!r.tools.empty()) chat.needs_jinja = true;
+  return {};
+}
+
+std::string random_call_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
+  return id;
+}
+
 // Sampling fields shared by both APIs.
 Status read_sampling(Fields& f, service::GenerateRequest& req, bool anthropic) {
   engine::GenerationParams& g = req.generation;
@@ -83,7 +278,8 @@ Status read_sampling(Fields& f, service::GenerateRequest& req, bool anthropic) {
 }
 
 // Fields that would change what the answer is made of; answering without them would mislead the client.
-Status refuse_unsupported(Fields& f, bool anthropic) {
+// tools: the stateless OpenAI chat reads "tools", "tool_choice" and "parallel_tool_calls" itself.
+Status refuse_unsupported(Fields& f, bool anthropic, bool tools = false) {
   const auto refuse_if = [&](const char* key, auto&& present) -> Status {
     const nlohmann::json* v = f.raw(key);
     if (v != nullptr && present(*v)) return Error::invalid(f.path(key), "is not supported");
@@ -93,10 +289,12 @@ Status refuse_unsupported(Fields& f, bool anthropic) {
   const auto non_empty = [](const json& v) { return !(v.is_array() && v.empty()); };
   const auto any = [](const json&) { return true; };
   const auto not_false = [](const json& v) { return !(v.is_boolean() && !v.get<bool>()); };
-  for (const char* key : {"tools", "functions"}) {
-    if (Status st = refuse_if(key, non_empty); !st) return st;
+  if (Status st = refuse_if("functions", non_empty); !st) return st;
+  if (!tools) {
+    if (Status st = refuse_if("tools", non_empty); !st) return st;
   }
   for (const char* key : {"tool_choice", "function_call"}) {
+    if (tools && std::string_view(key) == "tool_choice") continue;
     // With no tools, "none" and "auto" both mean no tool call: what aoi does anyway.
     // Anthropic writes the choice as {"type": "auto"}.
     const auto forces = [](const json& v) {
@@ -108,19 +306,27 @@ Status refuse_unsupported(Fields& f, bool anthropic) {
   if (anthropic) return {};
   if (Status st = refuse_if("logprobs", not_false); !st) return st;
   if (Status st = refuse_if("top_logprobs", any); !st) return st;
+  if (tools) return {};
   return refuse_if("parallel_tool_calls", not_false);
 }
 
 }  // namespace
 
-Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool& stream, bool& include_usage) {
+Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool& stream, bool& include_usage,
+                                              ToolChat* tool_chat) {
   Fields f(body);
   service::GenerateRequest req;
-  if (chat) {
+  const bool tools = chat && tool_chat != nullptr;
+  if (tools) {
+    *tool_chat = ToolChat{};
+    if (Status st = tool_chat_messages(f.raw("messages"), *tool_chat); !st) return st.error();
+    if (Status st = read_tools(f, *tool_chat); !st) return st.error();
+  }
+  if (chat && !(tools && tool_chat->needs_jinja)) {
     auto messages = chat_messages(f.raw("messages"), false);
     if (!messages) return messages.error();
     req.messages = std::move(messages).value();
-  } else {
+  } else if (!chat) {
     const json* prompt = f.raw("prompt");
     if (prompt != nullptr && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string())
       prompt = &(*prompt)[0];
@@ -133,7 +339,7 @@ Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool&
   req.generation.max_tokens = static_cast<int>(max_tokens->value_or(chat ? (1 << 20) : 16));
   if (Status st = read_sampling(f, req, false); !st) return st.error();
   if (auto n = f.integer("n", 1, 1); !n) return Error::invalid("n", "only n = 1 is supported");
-  if (Status st = refuse_unsupported(f, false); !st) return st.error();
+  if (Status st = refuse_unsupported(f, false, tools); !st) return st.error();
   if (const json* format = f.raw("response_format")) {
     if (Status st = read_response_format(*format, req.generation.sampling); !st) return st.error();
   }
@@ -174,6 +380,54 @@ Result<service::GenerateRequest> parse_anthropic(const json& body, bool& stream)
   if (!streamed) return streamed.error();
   stream = streamed->value_or(false);
   return req;
+}
+
+Status use_chat_render(service::GenerateRequest& req, const engine::ChatRender& render) {
+  engine::GenerationParams& g = req.generation;
+  if (!render.grammar.empty()) {
+    if (!g.sampling.grammar.empty()) {
+      return Error::invalid("response_format", "cannot be combined with a tool call (tool_choice \"none\" can)");
+    }
+    g.sampling.grammar = render.grammar;
+    g.sampling.grammar_lazy = render.grammar_lazy;
+    g.sampling.grammar_trigger_patterns = render.trigger_patterns;
+    g.sampling.grammar_trigger_tokens = render.trigger_tokens;
+    g.sampling.grammar_prefill = render.grammar_prefill;
+  }
+  for (const auto& stop : render.additional_stops) {
+    if (std::find(g.stop.begin(), g.stop.end(), stop) == g.stop.end()) g.stop.push_back(stop);
+  }
+  g.preserved_tokens = render.preserved_tokens;
+  req.messages.clear();
+  req.prompt = render.prompt;
+  return {};
+}
+
+json openai_chat_message(const engine::ChatReply& reply) {
+  json message = {{"role", "assistant"}};
+  message["content"] = reply.tool_calls.empty() || !reply.content.empty() ? json(reply.content) : json(nullptr);
+  if (reply.tool_calls.empty()) return message;
+  json calls = json::array();
+  for (const auto& call : reply.tool_calls) {
+    calls.push_back({{"id", call.id.empty() ? random_call_id() : call.id},
+                     {"type", "function"},
+                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  message["tool_calls"] = std::move(calls);
+  return message;
+}
+
+json openai_delta(const engine::ChatReplyStream::Delta& delta) {
+  if (delta.tool_index < 0) return {{"content", delta.content}};
+  json call = {{"index", delta.tool_index}};
+  json function = {{"arguments", delta.arguments}};
+  if (!delta.name.empty()) {
+    call["id"] = delta.id;
+    call["type"] = "function";
+    function["name"] = delta.name;
+  }
+  call["function"] = std::move(function);
+  return {{"tool_calls", json::array({std::move(call)})}};
 }
 
 std::optional<std::string> session_of_model(const json& body) {

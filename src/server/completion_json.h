@@ -1,8 +1,8 @@
 // The stateless completion endpoints' request bodies to service requests: OpenAI's /v1/chat/completions and
-// /v1/completions, Anthropic's /v1/messages. Fields that ask for what aoi cannot do (tools and function
-// calling, logprobs, n > 1, tool messages) are refused with invalid_value (422) naming them, rather than
-// answered as if absent; other unknown fields are ignored, since the SDKs send many that do not change the
-// answer (user, metadata, store, service_tier, ...). Pure functions of the JSON, safe from any thread.
+// /v1/completions, Anthropic's /v1/messages. Fields that ask for what aoi cannot do (tools anywhere but on a
+// stateless OpenAI chat, the legacy "functions", logprobs, n > 1) are refused with invalid_value (422) naming
+// them, rather than answered as if absent; other unknown fields are ignored, since the SDKs send many that do not
+// change the answer (user, metadata, store, service_tier, ...). Pure functions of the JSON, safe from any thread.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,15 +12,40 @@
 #include <string_view>
 
 #include "aoi/common/error.h"
+#include "aoi/engine/chat.h"
 #include "aoi/service/service.h"
 
 namespace aoi::server {
 
+// A chat request as llama-common's Jinja rendering takes it (engine/chat.h): every message, with assistant
+// tool calls and "tool" results, and the tools with the choice among them.
+struct ToolChat {
+  engine::ChatRequest request;
+  // The request has tools, tool calls or tool results: only the Jinja rendering can render it.
+  bool needs_jinja = false;
+};
+
 // chat: /v1/chat/completions ("messages"), else /v1/completions ("prompt"). stream, include_usage: set from
-// "stream" and "stream_options.include_usage". Errors: invalid_value naming the field.
-Result<service::GenerateRequest> parse_openai(const nlohmann::json& body, bool chat, bool& stream, bool& include_usage);
+// "stream" and "stream_options.include_usage". tool_chat: where a chat request's tools and tool messages go
+// ("tools" with "tool_choice" and "parallel_tool_calls", assistant "tool_calls", "tool" messages); null: they
+// are refused, as for a session's question. Errors: invalid_value naming the field ("tools[0].function.name").
+Result<service::GenerateRequest> parse_openai(const nlohmann::json& body, bool chat, bool& stream, bool& include_usage,
+                                              ToolChat* tool_chat = nullptr);
 // stream: set from "stream". Errors: invalid_value naming the field.
 Result<service::GenerateRequest> parse_anthropic(const nlohmann::json& body, bool& stream);
+
+// A chat rendered by llama-common (engine::ChatTemplates::render) as the completion's prompt: its grammar (with
+// the lazy grammar's triggers), stop strings and preserved tokens join the request's. Errors: invalid_value
+// naming "response_format" when both it and a tool call ask for a grammar.
+Status use_chat_render(service::GenerateRequest& req, const engine::ChatRender& render);
+
+// OpenAI's shapes of a reply with tool calls. The message: "content" (null when the reply is only tool calls)
+// and "tool_calls" [{id, type: "function", function: {name, arguments}}] when there are any. A call without
+// an id is given one ("call_" and 24 hex digits).
+nlohmann::json openai_chat_message(const engine::ChatReply& reply);
+// A streamed chunk's delta for one piece: {"content": ...}, or {"tool_calls": [{index, id, type, function:
+// {name, arguments}}]} (id, type and name in a call's first delta only).
+nlohmann::json openai_delta(const engine::ChatReplyStream::Delta& delta);
 
 // `model: "session/ID"` on these endpoints asks session ID instead of the bare model: the ID, or nullopt for
 // any other model name.

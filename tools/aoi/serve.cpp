@@ -187,6 +187,7 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   server::ServerOptions so;
   so.host = *host;
   so.webui = o.webui;
+  so.jinja = o.jinja;
   so.port = static_cast<std::uint16_t>(o.port);
   so.api_keys = o.api_keys;
   so.api_keys_file = o.api_keys_file;

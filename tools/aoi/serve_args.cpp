@@ -79,10 +79,7 @@ const std::vector<ForeignFlag>& foreign_flags() {
       same({"--swa-full"}),
       same({"--no-slots"}),
 
-      ignored({"--jinja"}, false,
-              "aoi renders chat templates with llama.cpp's template engine, not Jinja (--chat-template chooses one)",
-              {"LLAMA_ARG_JINJA"}),
-      ignored({"--chat-template-kwargs"}, true, "aoi renders chat templates without Jinja, so without kwargs"),
+      ignored({"--chat-template-kwargs"}, true, "aoi renders chat templates without kwargs"),
       ignored({"--slots"}, false,
               "aoi has no /slots endpoint: GET /v1/sessions and /metrics show what its sequences hold",
               {"LLAMA_ARG_ENDPOINT_SLOTS"}),
@@ -162,6 +159,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& llama_env_na
       {"api-key", {"LLAMA_API_KEY"}},
       {"api-key-file", {"LLAMA_ARG_API_KEY_FILE"}},
       {"chat-template", {"LLAMA_ARG_CHAT_TEMPLATE", "LLAMA_ARG_CHAT_TEMPLATE_FILE"}},
+      {"jinja", {"LLAMA_ARG_JINJA"}},
       {"io-threads", {"LLAMA_ARG_THREADS_HTTP"}},
       {"request-timeout", {"LLAMA_ARG_TIMEOUT"}},
   };
@@ -256,6 +254,9 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
             return t ? std::string() : t.error().message;
           },
           "NAME|FILE"));
+  app.add_flag("--jinja{true},--no-jinja{false}", o.jinja,
+               "render every chat request with the chat template as Jinja (llama-common's engine), as requests "
+               "with tools always are; without it, requests without tools use llama.cpp's built-in formats");
   app.add_option("--host", o.host,
                  "address or host name to listen on (a name such as localhost: its first IPv4 address, else its "
                  "first IPv6 one)")

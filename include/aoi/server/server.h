@@ -43,6 +43,9 @@ struct ServerOptions {
   std::chrono::seconds import_timeout{600};
   int io_threads = 2;
   std::string model_name = "aoi";  // what /v1/models reports
+  // Every stateless chat request rendered by llama-common's Jinja engine (engine/chat.h), as one with tools or
+  // tool messages always is; else those without go through llama.cpp's built-in formats.
+  bool jinja = false;
   // A client has request_timeout to send a whole request (its header and body: one sending a byte at a time is
   // cut off, not waited for), and a kept-alive connection idle_timeout to start the next one.
   std::chrono::seconds request_timeout{30};

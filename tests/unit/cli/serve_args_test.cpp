@@ -77,9 +77,9 @@ TEST_F(ServeArgsTest, PastedLlamaServerCommandLine) {
   EXPECT_EQ(o.threads, 0);
   EXPECT_EQ(o.api_keys, (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(c.verbose);
-  EXPECT_TRUE(warned(c, "--jinja does nothing in aoi"));
+  EXPECT_TRUE(o.jinja);
   EXPECT_FALSE(warned(c, "--metrics"));  // /metrics is always served
-  EXPECT_EQ(c.warnings.size(), 1u);
+  EXPECT_TRUE(c.warnings.empty());
 }
 
 TEST_F(ServeArgsTest, MultiLetterShortFlagsAreNeverClustered) {
@@ -221,7 +221,9 @@ TEST_F(ServeArgsTest, EnvironmentFlags) {
   ServeCommand c = ok({"-m", model_});
   EXPECT_TRUE(c.options.memory_only);
   EXPECT_FALSE(c.options.webui);
-  EXPECT_TRUE(warned(c, "--jinja (from LLAMA_ARG_JINJA) does nothing in aoi"));
+  EXPECT_TRUE(c.options.jinja);
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_FALSE(ok({"-m", model_, "--no-jinja"}).options.jinja);  // llama-server's way to turn it off
 
   env_ = {{"LLAMA_ARG_UI", "off"}, {"AOI_MEMORY_ONLY", "0"}};
   c = ok({"-m", model_});
@@ -323,8 +325,7 @@ TEST_F(ServeArgsTest, EveryLlamaServerFlagTheReadmeNames) {
           "--no-slots"});
   EXPECT_TRUE(c.warnings.empty());
   // Nothing in aoi: a warning each, and the options around them untouched.
-  const std::vector<std::vector<std::string>> ignored = {{"--jinja"},
-                                                         {"--chat-template-kwargs", "{}"},
+  const std::vector<std::vector<std::string>> ignored = {{"--chat-template-kwargs", "{}"},
                                                          {"--slots"},
                                                          {"--props"},
                                                          {"-nocb"},

@@ -106,6 +106,7 @@ TEST(SamplingFields, BadResponseFormatsNameTheirField) {
             "response_format.json_schema.strict");
 }
 
+// Read without a place for tools (a session's question; tool_calls_test.cpp reads the stateless chat's tools).
 TEST(SamplingFields, WhatAoiCannotDoIsRefusedNotIgnored) {
   EXPECT_EQ(refused_field(R"(,"tools":[{"type":"function","function":{"name":"f"}}])"), "tools");
   EXPECT_EQ(refused_field(R"(,"tool_choice":"required")"), "tool_choice");
