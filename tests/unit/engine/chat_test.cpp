@@ -93,6 +93,28 @@ TEST(ChatTools, RendersToolsAndToolMessages) {
   EXPECT_EQ(required->prompt, none->prompt + required->reply_opener);
 }
 
+// aoi serve --jinja: a plain chat through the model's own template as Jinja reads as llama.cpp's built-in
+// format of it does.
+TEST(ChatTools, JinjaRendersAPlainChatAsTheBuiltInFormatDoes) {
+  AOI_REQUIRE_MODEL(model, "test-micro");
+  const ChatTemplates* own = model->jinja_templates();
+  ASSERT_NE(own, nullptr) << model->jinja_unavailable();
+  ChatRequest r;
+  r.messages = {{"system", "Be brief.", {}, {}, {}}, {"user", "Hello", {}, {}, {}}};
+  auto jinja = own->render(r);
+  ASSERT_TRUE(jinja) << jinja.error().message;
+  const std::vector<ChatMessage> plain = {{"system", "Be brief."}, {"user", "Hello"}};
+  auto builtin = model->apply_chat_template(plain, /*add_assistant=*/true);
+  ASSERT_TRUE(builtin) << builtin.error().message;
+  EXPECT_EQ(jinja->prompt, *builtin);
+  EXPECT_TRUE(jinja->grammar.empty());
+  EXPECT_EQ(jinja->parser.parse("Hi there.", false).content, "Hi there.");
+  // The template shows no tools: a call asked of it is refused rather than made blind.
+  auto tools = own->render(weather_request(ToolChoice::kRequired));
+  ASSERT_FALSE(tools);
+  EXPECT_EQ(tools.error().field, "tools");
+}
+
 TEST(ChatTools, ParsesAToolCallAndPlainText) {
   AOI_REQUIRE_MODEL(model, "test-micro");
   auto templates = load_tool_templates(*model);
