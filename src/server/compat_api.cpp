@@ -227,6 +227,16 @@ struct OpenAiShape {
 struct AnthropicShape {
   std::string id;
   std::string model;
+  // A chat rendered by llama-common: how its replies read as text and tool_use blocks.
+  std::optional<engine::ChatParser> parser;
+
+  // "tool_use" when the reply calls tools (and was not cut short).
+  static const char* stop_reason(const Completed& c, const engine::ChatReply* reply) {
+    if (reply != nullptr && !reply->tool_calls.empty() && c.finish != engine::FinishReason::kLength) {
+      return "tool_use";
+    }
+    return anthropic_stop(c.finish);
+  }
 
   static json stop_sequence(const Completed& c) {
     return c.finish == engine::FinishReason::kStop ? json(c.stop_string) : json(nullptr);
@@ -247,6 +257,11 @@ struct AnthropicShape {
                  {"stop_reason", anthropic_stop(c.finish)},
                  {"stop_sequence", stop_sequence(c)},
                  {"usage", usage(c)}};
+    if (parser) {
+      const engine::ChatReply reply = parser->parse(c.text, /*partial=*/false);
+      body["content"] = anthropic_content(reply);
+      body["stop_reason"] = stop_reason(c, &reply);
+    }
     if (!c.session.is_null()) body["session"] = c.session;
     return body;
   }
@@ -269,11 +284,24 @@ struct AnthropicShape {
   static std::string delta(std::string_view text) {
     return dump({{"type", "content_block_delta"}, {"index", 0}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
   }
-  static std::string block_stop() { return dump({{"type", "content_block_stop"}, {"index", 0}}); }
+  static std::string block_stop(int index = 0) { return dump({{"type", "content_block_stop"}, {"index", index}}); }
+  // Blocks of a parsed reply: text, or a tool call's tool_use block and its input's JSON in fragments.
+  static std::string block_start(int index, json block) {
+    return dump({{"type", "content_block_start"}, {"index", index}, {"content_block", std::move(block)}});
+  }
+  static std::string text_delta(int index, std::string_view text) {
+    return dump(
+        {{"type", "content_block_delta"}, {"index", index}, {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  }
+  static std::string input_delta(int index, std::string_view json_text) {
+    return dump({{"type", "content_block_delta"},
+                 {"index", index},
+                 {"delta", {{"type", "input_json_delta"}, {"partial_json", json_text}}}});
+  }
   // The whole usage: a session's prompt size is known only once it is answered (message_start says 0).
-  static std::string message_delta(const Completed& c) {
+  static std::string message_delta(const Completed& c, const engine::ChatReply* reply = nullptr) {
     json body = {{"type", "message_delta"},
-                 {"delta", {{"stop_reason", anthropic_stop(c.finish)}, {"stop_sequence", stop_sequence(c)}}},
+                 {"delta", {{"stop_reason", stop_reason(c, reply)}, {"stop_sequence", stop_sequence(c)}}},
                  {"usage", usage(c)}};
     if (!c.session.is_null()) body["session"] = c.session;
     return dump(body);
@@ -336,27 +364,79 @@ template <class O>
 class AnthropicFormat : public StreamFormat<O> {
  public:
   AnthropicFormat(AnthropicShape shape, size_t n_prompt, Summary<O> summary)
-      : shape_(std::move(shape)), n_prompt_(n_prompt), summary_(std::move(summary)) {}
+      : shape_(std::move(shape)), n_prompt_(n_prompt), summary_(std::move(summary)) {
+    if (shape_.parser) reply_ = std::make_unique<engine::ChatReplyStream>(*shape_.parser);
+  }
   std::vector<SseFrame> start() override {
+    // A parsed reply opens each block when its first piece comes (text or a tool_use).
+    if (reply_) return {{"message_start", shape_.message_start(n_prompt_)}, {"ping", AnthropicShape::ping()}};
     return {{"message_start", shape_.message_start(n_prompt_)},
             {"content_block_start", AnthropicShape::block_start()},
             {"ping", AnthropicShape::ping()}};
   }
   std::vector<SseFrame> piece(std::string_view text) override {
-    return {{"content_block_delta", AnthropicShape::delta(text)}};
+    if (!reply_) return {{"content_block_delta", AnthropicShape::delta(text)}};
+    text_ += text;
+    return blocks(reply_->update(text_, /*final=*/false));
   }
   std::vector<SseFrame> done(const O& o) override {
-    return {{"content_block_stop", AnthropicShape::block_stop()},
-            {"message_delta", AnthropicShape::message_delta(summary_(o))},
-            {"message_stop", AnthropicShape::message_stop()}};
+    const Completed c = summary_(o);
+    if (!reply_) {
+      return {{"content_block_stop", AnthropicShape::block_stop()},
+              {"message_delta", AnthropicShape::message_delta(c)},
+              {"message_stop", AnthropicShape::message_stop()}};
+    }
+    std::vector<SseFrame> frames = blocks(reply_->update(c.text, /*final=*/true));
+    if (n_blocks_ == 0) {  // nothing at all: one empty text block, as a reply without tools has
+      frames.push_back({"content_block_start", AnthropicShape::block_start(0, {{"type", "text"}, {"text", ""}})});
+      open_ = 0;
+      n_blocks_ = 1;
+    }
+    if (open_ >= 0) frames.push_back({"content_block_stop", AnthropicShape::block_stop(open_)});
+    const engine::ChatReply reply = reply_->reply();
+    frames.push_back({"message_delta", AnthropicShape::message_delta(c, &reply)});
+    frames.push_back({"message_stop", AnthropicShape::message_stop()});
+    return frames;
   }
   std::vector<SseFrame> failed(const Error& e) override { return {{"error", dump(error_body(e))}}; }
   SseFrame keepalive() override { return {"ping", AnthropicShape::ping()}; }
 
  private:
+  // The frames of a parsed reply's pieces: a block is closed when the next one opens.
+  std::vector<SseFrame> blocks(const std::vector<engine::ChatReplyStream::Delta>& deltas) {
+    std::vector<SseFrame> frames;
+    const auto open = [&](json block, bool tool) {
+      if (open_ >= 0) frames.push_back({"content_block_stop", AnthropicShape::block_stop(open_)});
+      open_ = n_blocks_++;
+      open_tool_ = tool;
+      frames.push_back({"content_block_start", AnthropicShape::block_start(open_, std::move(block))});
+    };
+    for (const auto& d : deltas) {
+      if (d.tool_index < 0) {
+        if (d.content.empty()) continue;
+        if (open_ < 0 || open_tool_) open({{"type", "text"}, {"text", ""}}, false);
+        frames.push_back({"content_block_delta", AnthropicShape::text_delta(open_, d.content)});
+        continue;
+      }
+      if (!d.name.empty()) {
+        open({{"type", "tool_use"}, {"id", anthropic_tool_id(d.id)}, {"name", d.name}, {"input", json::object()}},
+             true);
+      }
+      if (!d.arguments.empty() && open_ >= 0 && open_tool_) {
+        frames.push_back({"content_block_delta", AnthropicShape::input_delta(open_, d.arguments)});
+      }
+    }
+    return frames;
+  }
+
   AnthropicShape shape_;
   size_t n_prompt_;
   Summary<O> summary_;
+  std::unique_ptr<engine::ChatReplyStream> reply_;  // a parsed chat's reply so far
+  std::string text_;                                // its text so far
+  int n_blocks_ = 0;                                // content blocks opened
+  int open_ = -1;                                   // the one open, if any
+  bool open_tool_ = false;                          // ... is a tool_use block
 };
 
 // ---- Answering: a stateless completion, or a session's question ----
@@ -512,13 +592,25 @@ net::awaitable<Outcome> messages(Call& call) {
   auto parsed = parse_object(call.request.body());
   if (!parsed) co_return Outcome{error_response(call.request, parsed.error())};
   bool stream = false;
-  auto req = parse_anthropic(*parsed, stream);
+  ToolChat tool_chat;
+  auto req = parse_anthropic(*parsed, stream, &tool_chat);
   if (!req) co_return Outcome{error_response(call.request, req.error())};
   auto session = session_named(call, *parsed);
   if (!session) co_return Outcome{error_response(call.request, session.error())};
+  if (*session && tool_chat.needs_jinja) {
+    co_return Outcome{error_response(
+        call.request, Error::invalid("tools", "a session's question has no tools, tool_use or tool_result blocks"))};
+  }
+  std::optional<engine::ChatParser> parser;
+  const bool jinja = call.options.jinja && call.service.model().jinja_templates() != nullptr;
+  if (!*session && (tool_chat.needs_jinja || jinja)) {
+    auto rendered = render_chat(call.service.model(), tool_chat.request, *req);
+    if (!rendered) co_return Outcome{error_response(call.request, rendered.error())};
+    parser = std::move(rendered).value();
+  }
   if (auto refused = call.quotas.take_query(*call.tenant)) co_return Outcome{quota_response(call.request, *refused)};
   const std::string model = *session ? std::string(kSessionModelPrefix) + (*session)->id() : call.options.model_name;
-  const AnthropicShape shape{random_id("msg_"), model};
+  const AnthropicShape shape{random_id("msg_"), model, std::move(parser)};
   auto whole = [shape](const Completed& c) { return shape.response(c); };
 
   if (*session) {

@@ -255,6 +255,147 @@ std::string random_call_id() {
   return id;
 }
 
+// Anthropic's messages with tool_use (assistant) and tool_result (user) content blocks. A user message's
+// tool results become "tool" turns, in order, before a user turn with its text (if any).
+Status anthropic_tool_messages(const json* messages, ToolChat& chat) {
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return Error::invalid("messages", "a non-empty array of messages is needed");
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return Error::invalid(field, "must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) return Error::invalid(field + ".role", "must be a string");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "user" && role != "assistant")
+      return Error::invalid(field + ".role", "unsupported role \"" + role + "\"");
+    const auto content = m.find("content");
+    if (content == m.end() || content->is_null()) return Error::invalid(field + ".content", "is required");
+    engine::ChatTurn turn{role, {}, {}, {}, {}};
+    if (content->is_string()) {
+      turn.content = content->get<std::string>();
+      chat.request.messages.push_back(std::move(turn));
+      continue;
+    }
+    if (!content->is_array()) return Error::invalid(field + ".content", "must be a string or an array of blocks");
+    for (size_t j = 0; j < content->size(); ++j) {
+      const json& block = (*content)[j];
+      const std::string bf = field + ".content[" + std::to_string(j) + "]";
+      const auto type = block.is_object() ? block.find("type") : block.end();
+      if (type == block.end() || !type->is_string()) return Error::invalid(bf + ".type", "must be a string");
+      if (*type == "text") {
+        if (!block.contains("text") || !block["text"].is_string())
+          return Error::invalid(bf + ".text", "must be a string");
+        turn.content += block["text"].get<std::string>();
+      } else if (*type == "tool_use" && role == "assistant") {
+        Fields b(block, bf);
+        auto id = b.string("id");
+        if (!id) return id.error();
+        auto name = b.string("name");
+        if (!name) return name.error();
+        if (!*name || !valid_function_name(**name)) {
+          return Error::invalid(bf + ".name", "must be a function name (letters, digits, _ and -, 1 to 64)");
+        }
+        const json* input = b.raw("input");
+        if (input != nullptr && !input->is_null() && !input->is_object()) {
+          return Error::invalid(bf + ".input", "must be an object");
+        }
+        turn.tool_calls.push_back(
+            {id->value_or(""), **name, input != nullptr && input->is_object() ? input->dump() : "{}"});
+      } else if (*type == "tool_result" && role == "user") {
+        const auto id = block.find("tool_use_id");
+        if (id == block.end() || !id->is_string() || id->get<std::string>().empty()) {
+          return Error::invalid(bf + ".tool_use_id", "a tool result names the tool_use it answers");
+        }
+        engine::ChatTurn result{"tool", {}, {}, id->get<std::string>(), {}};
+        if (const auto c = block.find("content"); c != block.end() && !c->is_null()) {
+          auto text = content_text(*c, bf + ".content");
+          if (!text) return text.error();
+          result.content = std::move(text).value();
+        }
+        if (const auto e = block.find("is_error"); e != block.end() && e->is_boolean() && e->get<bool>()) {
+          result.content = "Error: " + result.content;
+        }
+        chat.request.messages.push_back(std::move(result));
+        chat.needs_jinja = true;
+      } else {
+        return Error::invalid(bf + ".type", role == "user" ? "only text and tool_result blocks are supported"
+                                                           : "only text and tool_use blocks are supported");
+      }
+    }
+    if (!turn.tool_calls.empty()) chat.needs_jinja = true;
+    if (!turn.content.empty() || !turn.tool_calls.empty() || role == "assistant") {
+      chat.request.messages.push_back(std::move(turn));
+    }
+  }
+  return {};
+}
+
+// Anthropic's "tools" ([{name, description, input_schema}]) and "tool_choice" ({"type": "auto" | "any" |
+// "tool" with "name" | "none"}, "disable_parallel_tool_use").
+Status read_anthropic_tools(Fields& f, ToolChat& chat) {
+  engine::ChatRequest& r = chat.request;
+  if (const json* tools = f.raw("tools"); tools != nullptr && !tools->is_null()) {
+    if (!tools->is_array()) return Error::invalid("tools", "must be an array of tools");
+    if (tools->size() > 128) return Error::invalid("tools", "at most 128 tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string tf = "tools[" + std::to_string(i) + "]";
+      const json& t = (*tools)[i];
+      if (!t.is_object()) return Error::invalid(tf, "must be an object");
+      Fields tfields(t, tf);
+      auto type = tfields.string("type");
+      if (!type) return type.error();
+      if (*type && **type != "custom") return Error::invalid(tf + ".type", "only custom (client) tools are supported");
+      auto name = tfields.string("name");
+      if (!name) return name.error();
+      if (!*name || !valid_function_name(**name)) {
+        return Error::invalid(tf + ".name", "must be a function name (letters, digits, _ and -, 1 to 64)");
+      }
+      for (const auto& other : r.tools) {
+        if (other.name == **name) return Error::invalid(tf + ".name", "names another tool");
+      }
+      auto description = tfields.string("description");
+      if (!description) return description.error();
+      const json* schema = tfields.raw("input_schema");
+      if (schema == nullptr || schema->is_null()) return Error::invalid(tf + ".input_schema", "is required");
+      auto grammar = schema_grammar(*schema, tf + ".input_schema");
+      if (!grammar) return grammar.error();
+      r.tools.push_back({**name, description->value_or(""),
+                         schema->empty() ? std::string(R"({"type":"object","properties":{}})") : schema->dump()});
+    }
+  }
+  r.tool_choice = engine::ToolChoice::kAuto;
+  r.parallel_tool_calls = false;
+  if (const json* choice = f.raw("tool_choice"); choice != nullptr && !choice->is_null()) {
+    if (!choice->is_object()) return Error::invalid("tool_choice", "must be an object");
+    Fields c(*choice, "tool_choice");
+    auto type = c.string("type");
+    if (!type) return type.error();
+    auto name = c.string("name");
+    if (!name) return name.error();
+    auto disable = c.boolean("disable_parallel_tool_use");
+    if (!disable) return disable.error();
+    r.parallel_tool_calls = !disable->value_or(true);
+    const std::string t = type->value_or("");
+    if (t == "none") {
+      r.tool_choice = engine::ToolChoice::kNone;
+    } else if (t == "any" || t == "tool") {
+      if (r.tools.empty()) return Error::invalid("tool_choice", "asks for a tool call, but the request has no tools");
+      r.tool_choice = engine::ToolChoice::kRequired;
+      if (t == "tool") {
+        const auto it = std::find_if(r.tools.begin(), r.tools.end(),
+                                     [&](const auto& tool) { return name->has_value() && tool.name == **name; });
+        if (it == r.tools.end()) return Error::invalid("tool_choice.name", "names none of the tools");
+        r.tools = {*it};
+      }
+    } else if (t != "auto") {
+      return Error::invalid("tool_choice.type", "must be \"auto\", \"any\", \"tool\" or \"none\"");
+    }
+  }
+  if (!r.tools.empty()) chat.needs_jinja = true;
+  return {};
+}
+
 // Sampling fields shared by both APIs.
 Status read_sampling(Fields& f, service::GenerateRequest& req, bool anthropic) {
   engine::GenerationParams& g = req.generation;
@@ -359,23 +500,33 @@ Result<service::GenerateRequest> parse_openai(const json& body, bool chat, bool&
   return req;
 }
 
-Result<service::GenerateRequest> parse_anthropic(const json& body, bool& stream) {
+Result<service::GenerateRequest> parse_anthropic(const json& body, bool& stream, ToolChat* tool_chat) {
   Fields f(body);
   service::GenerateRequest req;
-  auto msgs = chat_messages(f.raw("messages"), true);
-  if (!msgs) return msgs.error();
+  std::optional<std::string> system_text;
   if (const json* system = f.raw("system")) {
     auto text = content_text(*system, "system");
     if (!text) return text.error();
-    req.messages.push_back({"system", std::move(text).value()});
+    system_text = std::move(text).value();
   }
-  for (auto& m : *msgs) req.messages.push_back(std::move(m));
+  if (tool_chat != nullptr) {
+    *tool_chat = ToolChat{};
+    if (system_text) tool_chat->request.messages.push_back({"system", *system_text, {}, {}, {}});
+    if (Status st = anthropic_tool_messages(f.raw("messages"), *tool_chat); !st) return st.error();
+    if (Status st = read_anthropic_tools(f, *tool_chat); !st) return st.error();
+  }
+  if (tool_chat == nullptr || !tool_chat->needs_jinja) {
+    auto msgs = chat_messages(f.raw("messages"), true);
+    if (!msgs) return msgs.error();
+    if (system_text) req.messages.push_back({"system", *system_text});
+    for (auto& m : *msgs) req.messages.push_back(std::move(m));
+  }
   auto max_tokens = f.integer("max_tokens", 1, 1 << 20);
   if (!max_tokens) return max_tokens.error();
   if (!*max_tokens) return Error::invalid("max_tokens", "is required");
   req.generation.max_tokens = static_cast<int>(**max_tokens);
   if (Status st = read_sampling(f, req, true); !st) return st.error();
-  if (Status st = refuse_unsupported(f, true); !st) return st.error();
+  if (Status st = refuse_unsupported(f, true, tool_chat != nullptr); !st) return st.error();
   auto streamed = f.boolean("stream");
   if (!streamed) return streamed.error();
   stream = streamed->value_or(false);
@@ -415,6 +566,24 @@ json openai_chat_message(const engine::ChatReply& reply) {
   }
   message["tool_calls"] = std::move(calls);
   return message;
+}
+
+std::string anthropic_tool_id(const std::string& id) {
+  return id.rfind("call_", 0) == 0 ? "toolu_" + id.substr(5) : id;
+}
+
+json anthropic_content(const engine::ChatReply& reply) {
+  json blocks = json::array();
+  if (!reply.content.empty() || reply.tool_calls.empty()) blocks.push_back({{"type", "text"}, {"text", reply.content}});
+  for (const auto& call : reply.tool_calls) {
+    json input = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+    if (!input.is_object()) input = json::object();  // cut short by max_tokens
+    blocks.push_back({{"type", "tool_use"},
+                      {"id", anthropic_tool_id(call.id.empty() ? random_call_id() : call.id)},
+                      {"name", call.name},
+                      {"input", std::move(input)}});
+  }
+  return blocks;
 }
 
 json openai_delta(const engine::ChatReplyStream::Delta& delta) {

@@ -17,8 +17,8 @@
 
 namespace aoi::server {
 
-// A chat request as llama-common's Jinja rendering takes it (engine/chat.h): every message, with assistant
-// tool calls and "tool" results, and the tools with the choice among them.
+// A chat request (OpenAI's or Anthropic's) as llama-common's Jinja rendering takes it (engine/chat.h): every message,
+// with assistant tool calls and "tool" results, and the tools with the choice among them.
 struct ToolChat {
   engine::ChatRequest request;
   // The request has tools, tool calls or tool results: only the Jinja rendering can render it.
@@ -31,8 +31,11 @@ struct ToolChat {
 // are refused, as for a session's question. Errors: invalid_value naming the field ("tools[0].function.name").
 Result<service::GenerateRequest> parse_openai(const nlohmann::json& body, bool chat, bool& stream, bool& include_usage,
                                               ToolChat* tool_chat = nullptr);
-// stream: set from "stream". Errors: invalid_value naming the field.
-Result<service::GenerateRequest> parse_anthropic(const nlohmann::json& body, bool& stream);
+// stream: set from "stream". tool_chat: where the tools ("tools", "tool_choice") and tool blocks (an
+// assistant's tool_use, a user's tool_result) go, as for OpenAI's; null: they are refused. Errors:
+// invalid_value naming the field.
+Result<service::GenerateRequest> parse_anthropic(const nlohmann::json& body, bool& stream,
+                                                 ToolChat* tool_chat = nullptr);
 
 // A chat rendered by llama-common (engine::ChatTemplates::render) as the completion's prompt: its grammar (with
 // the lazy grammar's triggers), stop strings and preserved tokens join the request's. Errors: invalid_value
@@ -46,6 +49,12 @@ nlohmann::json openai_chat_message(const engine::ChatReply& reply);
 // A streamed chunk's delta for one piece: {"content": ...}, or {"tool_calls": [{index, id, type, function:
 // {name, arguments}}]} (id, type and name in a call's first delta only).
 nlohmann::json openai_delta(const engine::ChatReplyStream::Delta& delta);
+
+// Anthropic's content blocks of a reply: a text block (when there is text, or nothing else) and a tool_use
+// block per call {"type": "tool_use", "id": "toolu_…", "name", "input": {...}}.
+nlohmann::json anthropic_content(const engine::ChatReply& reply);
+// A tool call's id as Anthropic writes one: "toolu_" for the "call_" aoi gives.
+std::string anthropic_tool_id(const std::string& id);
 
 // `model: "session/ID"` on these endpoints asks session ID instead of the bare model: the ID, or nullopt for
 // any other model name.

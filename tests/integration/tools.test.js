@@ -1,4 +1,5 @@
-// OpenAI tool calling on /v1/chat/completions through the official `openai` SDK. The server renders chats with
+// Tool calling on /v1/chat/completions through the official `openai` SDK, and on /v1/messages through
+// `@anthropic-ai/sdk`. The server renders chats with
 // a Jinja template that knows tools (Qwen 2.5's, from the llama.cpp tree aoi builds), so that llama-common
 // gives a grammar for the calls: with a call required, even the random-weight test model makes one whose
 // arguments fit the schema, and without the grammar (tool_choice "none") it makes none.
@@ -7,6 +8,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { useServer, post, expectError, createSession, repoRoot } from './harness.js';
 
 const llamaDir = process.env.AOI_LLAMA_DIR || path.join(repoRoot, 'deps', 'llama.cpp');
@@ -166,3 +168,72 @@ test('a session question takes no tools', async () => {
   const res = await post(ctx.server, '/v1/chat/completions', { model: `session/${s.id}`, messages, tools, max_tokens: 4 });
   expectError(res, 422, 'invalid_value', 'tools');
 });
+
+// ---- Anthropic: tools, tool_use and tool_result blocks ----
+
+const anthropic = () => new Anthropic({ baseURL: ctx.server.url, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+const anthropicTools = tools.map((t) => ({ name: t.function.name, description: t.function.description, input_schema: t.function.parameters }));
+const anthropicBase = { model: 'anything', max_tokens: 300, temperature: 0, tools: anthropicTools };
+
+function assertToolUse(block, names = tools.map((t) => t.function.name)) {
+  assert.equal(block.type, 'tool_use');
+  assert.match(block.id, /^toolu_/);
+  return assertValidCall({ id: 'call_', type: 'function', function: { name: block.name, arguments: JSON.stringify(block.input) } }, names);
+}
+
+test('Anthropic: tool_choice any gives tool_use blocks that fit the schema', async () => {
+  const m = await anthropic().messages.create({ ...anthropicBase, messages, tool_choice: { type: 'any' } });
+  assert.equal(m.stop_reason, 'tool_use', JSON.stringify(m));
+  const uses = m.content.filter((b) => b.type === 'tool_use');
+  assert.ok(uses.length >= 1, JSON.stringify(m.content));
+  for (const u of uses) assertToolUse(u);
+  const named = await anthropic().messages.create({
+    ...anthropicBase, messages: [{ role: 'user', content: 'Time?' }], tool_choice: { type: 'tool', name: 'get_time' },
+  });
+  assert.equal(named.stop_reason, 'tool_use');
+  assertToolUse(named.content.find((b) => b.type === 'tool_use'), ['get_time']);
+});
+
+test('Anthropic: streamed tool_use is the same as answered whole', async () => {
+  const ask = { ...anthropicBase, messages: [{ role: 'user', content: 'Weather in Rome?' }], tool_choice: { type: 'any' } };
+  const stream = anthropic().messages.stream(ask);
+  let inputDeltas = 0;
+  stream.on('streamEvent', (e) => {
+    if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta') inputDeltas++;
+  });
+  const streamed = await stream.finalMessage();
+  assert.equal(streamed.stop_reason, 'tool_use');
+  assert.ok(inputDeltas > 1, `the input comes in pieces (${inputDeltas})`);
+  const whole = await anthropic().messages.create(ask);
+  const uses = (m) => m.content.filter((b) => b.type === 'tool_use').map((b) => [b.name, b.input]);
+  assert.ok(uses(streamed).length >= 1);
+  for (const u of streamed.content.filter((b) => b.type === 'tool_use')) assertToolUse(u);
+  assert.deepEqual(uses(streamed), uses(whole));
+});
+
+test('Anthropic: a tool_result conversation is rendered; tool choice none makes no call', async () => {
+  const convo = [
+    ...messages,
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris', unit: 'c' } }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'Sunny and 21 degrees, a light breeze' }] },
+  ];
+  const m = await anthropic().messages.create({ ...anthropicBase, max_tokens: 8, messages: convo, tool_choice: { type: 'none' } });
+  assert.equal(m.type, 'message');
+  assert.ok(!m.content.some((b) => b.type === 'tool_use'), JSON.stringify(m.content));
+  assert.notEqual(m.stop_reason, 'tool_use');
+  const without = await anthropic().messages.create({ ...anthropicBase, max_tokens: 8, messages, tool_choice: { type: 'none' } });
+  assert.ok(m.usage.input_tokens + (m.usage.cache_read_input_tokens ?? 0) >
+    without.usage.input_tokens + (without.usage.cache_read_input_tokens ?? 0) + 10, 'the call and result are in the prompt');
+});
+
+for (const [field, extra] of [
+  ['tools[0].input_schema', { tools: [{ name: 'f' }] }],
+  ['tools[0].name', { tools: [{ name: 'no spaces', input_schema: {} }] }],
+  ['tool_choice.name', { tools: anthropicTools, tool_choice: { type: 'tool', name: 'missing' } }],
+  ['messages[1].content[0].tool_use_id', { messages: [...messages, { role: 'user', content: [{ type: 'tool_result', content: 'x' }] }] }],
+]) {
+  test(`Anthropic bad tools: 422 naming ${field}`, async () => {
+    const res = await post(ctx.server, '/v1/messages', { model: 'anything', max_tokens: 4, messages, ...extra });
+    expectError(res, 422, 'invalid_value', field);
+  });
+}

@@ -212,5 +212,110 @@ TEST(ToolCalls, StreamDeltasTellTheCallOnceThenItsArguments) {
   EXPECT_EQ(openai_delta({"Hello", -1, "", "", ""}), json({{"content", "Hello"}}));
 }
 
+Result<service::GenerateRequest> parse_anthropic_tools(const std::string& extra, ToolChat& chat) {
+  bool stream = false;
+  const json body =
+      json::parse(R"({"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}])" + extra + "}");
+  return parse_anthropic(body, stream, &chat);
+}
+
+std::string anthropic_refused(const std::string& extra) {
+  ToolChat chat;
+  const auto r = parse_anthropic_tools(extra, chat);
+  return r ? std::string("(accepted)") : r.error().field;
+}
+
+constexpr const char* kAnthropicTools =
+    R"([{"name":"get_weather","description":"Weather","input_schema":{"type":"object",)"
+    R"("properties":{"city":{"type":"string"}},"required":["city"]}},{"name":"get_time","input_schema":{}}])";
+
+TEST(AnthropicTools, ToolsChoiceAndToolBlocksAreRead) {
+  ToolChat chat;
+  const auto r =
+      parse_anthropic_tools(std::string(R"(,"system":"Be brief.","tools":)") + kAnthropicTools +
+                                R"(,"tool_choice":{"type":"any","disable_parallel_tool_use":false},)"
+                                R"("messages":[{"role":"user","content":"Weather?"},)"
+                                R"({"role":"assistant","content":[{"type":"text","text":"Looking."},)"
+                                R"({"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Oslo"}}]},)"
+                                R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1",)"
+                                R"("content":[{"type":"text","text":"rain"}]},{"type":"text","text":"And?"}]}])",
+                            chat);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(chat.needs_jinja);
+  EXPECT_TRUE(r->messages.empty());
+  ASSERT_EQ(chat.request.tools.size(), 2u);
+  EXPECT_EQ(chat.request.tools[1].name, "get_time");
+  EXPECT_EQ(chat.request.tool_choice, engine::ToolChoice::kRequired);
+  EXPECT_TRUE(chat.request.parallel_tool_calls);
+  const auto& m = chat.request.messages;
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0].role, "system");
+  EXPECT_EQ(m[2].role, "assistant");
+  EXPECT_EQ(m[2].content, "Looking.");
+  ASSERT_EQ(m[2].tool_calls.size(), 1u);
+  EXPECT_EQ(m[2].tool_calls[0].id, "toolu_1");
+  EXPECT_EQ(json::parse(m[2].tool_calls[0].arguments), json({{"city", "Oslo"}}));
+  EXPECT_EQ(m[3].role, "tool");  // the result first, then the user's text
+  EXPECT_EQ(m[3].tool_call_id, "toolu_1");
+  EXPECT_EQ(m[3].content, "rain");
+  EXPECT_EQ(m[4].role, "user");
+  EXPECT_EQ(m[4].content, "And?");
+
+  ToolChat named;
+  ASSERT_TRUE(parse_anthropic_tools(
+      std::string(R"(,"tools":)") + kAnthropicTools + R"(,"tool_choice":{"type":"tool","name":"get_time"})", named));
+  ASSERT_EQ(named.request.tools.size(), 1u);
+  EXPECT_EQ(named.request.tools[0].name, "get_time");
+  EXPECT_EQ(named.request.tool_choice, engine::ToolChoice::kRequired);
+  EXPECT_FALSE(named.request.parallel_tool_calls);
+}
+
+TEST(AnthropicTools, BadToolsNameTheirField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"(,"tools":{})", "tools"},
+      {R"(,"tools":[{"name":"f"}])", "tools[0].input_schema"},
+      {R"(,"tools":[{"name":"f g","input_schema":{}}])", "tools[0].name"},
+      {R"(,"tools":[{"type":"web_search_20250305","name":"web_search"}])", "tools[0].type"},
+      {R"(,"tools":[{"name":"f","input_schema":[1]}])", "tools[0].input_schema"},
+      {R"(,"tool_choice":{"type":"any"})", "tool_choice"},
+      {std::string(R"(,"tools":)") + kAnthropicTools + R"(,"tool_choice":{"type":"tool","name":"x"})",
+       "tool_choice.name"},
+      {std::string(R"(,"tools":)") + kAnthropicTools + R"(,"tool_choice":{"type":"sometimes"})", "tool_choice.type"},
+      {R"(,"messages":[{"role":"user","content":[{"type":"tool_result","content":"x"}]}])",
+       "messages[0].content[0].tool_use_id"},
+      {R"(,"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]}])",
+       "messages[0].content[0].type"},
+      {R"(,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":[1]}]}])",
+       "messages[0].content[0].input"},
+      {R"(,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}])", "messages[0].content[0].type"},
+  };
+  for (const auto& [extra, field] : cases) EXPECT_EQ(anthropic_refused(extra), field) << extra;
+  // Without a place for them (a session's question), tools stay refused.
+  bool stream = false;
+  const auto refused = parse_anthropic(
+      json::parse(std::string(R"({"max_tokens":8,"messages":[{"role":"user","content":"hi"}],"tools":)") +
+                  kAnthropicTools + "}"),
+      stream);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().field, "tools");
+}
+
+TEST(AnthropicTools, AReplyIsTextAndToolUseBlocks) {
+  engine::ChatReply calls;
+  calls.tool_calls = {{"call_abc", "get_weather", R"({"city":"Paris"})"}};
+  const json blocks = anthropic_content(calls);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_EQ(blocks[0], json::parse(R"({"type":"tool_use","id":"toolu_abc","name":"get_weather",
+                                       "input":{"city":"Paris"}})"));
+  calls.content = "Let me look.";
+  calls.tool_calls.push_back({"", "get_time", R"({"zone":)"});  // cut short: an empty input
+  const json both = anthropic_content(calls);
+  ASSERT_EQ(both.size(), 3u);
+  EXPECT_EQ(both[0], json({{"type", "text"}, {"text", "Let me look."}}));
+  EXPECT_EQ(both[2]["input"], json::object());
+  EXPECT_EQ(both[2]["id"].get<std::string>().rfind("toolu_", 0), 0u);
+  EXPECT_EQ(anthropic_content({"", {}}), json::parse(R"([{"type":"text","text":""}])"));
+}
+
 }  // namespace
 }  // namespace aoi::server
