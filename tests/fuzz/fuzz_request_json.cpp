@@ -1,8 +1,8 @@
 // JSON request bodies to service requests, as the routes read them: POST /v1/sessions (session config),
 // /query and the WebSocket "query" frame, /flash, OpenAI's /v1/chat/completions and /v1/completions, and
-// Anthropic's /v1/messages. Every parser runs on every input. Beyond not crashing (or throwing: the server
-// would answer 500): a body is either refused with a 400, or a 422 naming the field at fault, or gives a
-// request whose every value lies in the range its parser promises.
+// Anthropic's /v1/messages (the chats also as they read tools). Every parser runs on every input. Beyond not crashing
+// (or throwing: the server would answer 500): a body is either refused with a 400, or a 422 naming the field at fault,
+// or gives a request whose every value lies in the range its parser promises.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -79,25 +79,66 @@ void check_messages(const aoi::service::GenerateRequest& r, bool anthropic, cons
   }
 }
 
+bool json_object_text(const std::string& text) { return json::parse(text, nullptr, false).is_object(); }
+
+// A stateless chat with tools: what only the Jinja rendering can render is left to it (no built-in messages);
+// every tool has a function's name, once, and a schema object; every call's arguments are an object's text.
+void check_tool_chat(const aoi::server::ToolChat& chat, const aoi::service::GenerateRequest& r, bool anthropic,
+                     const std::string& where) {
+  if (chat.needs_jinja) {
+    FUZZ_CHECK(!r.prompt && r.messages.empty(), where + ": messages left to the Jinja rendering");
+  } else {
+    check_messages(r, anthropic, where);
+  }
+  const auto& c = chat.request;
+  FUZZ_CHECK(!c.messages.empty(), where + ": tool chat messages");
+  for (size_t i = 0; i < c.tools.size(); ++i) {
+    const auto& t = c.tools[i];
+    FUZZ_CHECK(!t.name.empty() && t.name.size() <= 64, where + ": tools[" + std::to_string(i) + "].name");
+    FUZZ_CHECK(json_object_text(t.parameters), where + ": tools[" + std::to_string(i) + "] schema");
+    for (size_t j = 0; j < i; ++j) FUZZ_CHECK(c.tools[j].name != t.name, where + ": a tool named twice");
+  }
+  FUZZ_CHECK(c.tool_choice != aoi::engine::ToolChoice::kRequired || !c.tools.empty(), where + ": required, no tool");
+  for (const auto& m : c.messages) {
+    FUZZ_CHECK(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool",
+               where + ": role " + m.role);
+    FUZZ_CHECK(m.role != "tool" || !m.tool_call_id.empty(), where + ": a tool message without its call's id");
+    for (const auto& call : m.tool_calls) FUZZ_CHECK(json_object_text(call.arguments), where + ": call arguments");
+  }
+}
+
 void check_openai(const json& body, bool chat, const std::string& where) {
   bool stream = false;
   bool include_usage = false;
   const auto r = aoi::server::parse_openai(body, chat, stream, include_usage);
-  if (refused_well(r, where)) return;
-  check_generation(r->generation, 0, 2.0, where);
-  if (chat) {
-    check_messages(*r, false, where);
-  } else {
-    FUZZ_CHECK(r->prompt && r->messages.empty(), where + ": prompt");
+  if (!refused_well(r, where)) {
+    check_generation(r->generation, 0, 2.0, where);
+    if (chat) {
+      check_messages(*r, false, where);
+    } else {
+      FUZZ_CHECK(r->prompt && r->messages.empty(), where + ": prompt");
+    }
   }
+  if (!chat) return;
+  aoi::server::ToolChat tool_chat;
+  const auto t = aoi::server::parse_openai(body, chat, stream, include_usage, &tool_chat);
+  if (refused_well(t, where + " (tools)")) return;
+  check_generation(t->generation, 0, 2.0, where + " (tools)");
+  check_tool_chat(tool_chat, *t, false, where + " (tools)");
 }
 
 void check_anthropic(const json& body, const std::string& where) {
   bool stream = false;
   const auto r = aoi::server::parse_anthropic(body, stream);
-  if (refused_well(r, where)) return;
-  check_generation(r->generation, 1, 1.0, where);
-  check_messages(*r, true, where);
+  if (!refused_well(r, where)) {
+    check_generation(r->generation, 1, 1.0, where);
+    check_messages(*r, true, where);
+  }
+  aoi::server::ToolChat tool_chat;
+  const auto t = aoi::server::parse_anthropic(body, stream, &tool_chat);
+  if (refused_well(t, where + " (tools)")) return;
+  check_generation(t->generation, 1, 1.0, where + " (tools)");
+  check_tool_chat(tool_chat, *t, true, where + " (tools)");
 }
 
 }  // namespace
