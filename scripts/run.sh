@@ -36,10 +36,9 @@ case "$model" in ""|/*) ;; *) model=$PWD/$model ;; esac  # relative to where the
 cd "$root"
 
 session=demo
-# The analyst model's prompt, exactly as it was trained (src/workload/questions.cpp: instructions(), the question
-# texts; the template renders the feed's JSON as the benchmark's bar lines): its window is about 50 bars.
-system="You are a market analyst. Each line below is an hourly bar of one stock, oldest first: \
-time,O=open,H=high,L=low,C=close,V=volume. Answer with one word (UP, DOWN, YES or NO) or a price."
+# The analyst model's prompt, exactly as it was trained: the system text comes from the built binary (`aoi feed
+# ohlcv --instructions`, src/workload/questions.cpp), the question texts are the benchmark's, and the template
+# renders the feed's JSON as the benchmark's bar lines. Its window is about 50 bars.
 template='{t},O={o},H={h},L={l},C={c},V={v}'
 window_tokens=3000
 flash1="Is the trend UP or DOWN?"
@@ -135,6 +134,7 @@ fi
 [ -f "$model" ] || { echo "aoi run: no model at $model" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aoi-run.XXXXXX")
+system=$("$aoi" feed ohlcv --instructions)
 
 echo "aoi run: starting the server: aoi serve -m $model --port $port${serve_args[*]:+ ${serve_args[*]}} (log: $root/$log)"
 : >"$log"  # before the server starts, so that the wait below cannot read a previous run's log

@@ -182,8 +182,7 @@ test('a crash loop loses no acknowledged record, and the session answers as a re
 test('a crash loop on the analyst model: after the last restart it answers with a price near the last close', async () => {
   // About 44 bars of 59 tokens in the window, and the prompt the analyst model was trained on (src/workload).
   const session = {
-    system: 'You are a market analyst. Each line below is an hourly bar of one stock, oldest first: ' +
-      'time,O=open,H=high,L=low,C=close,V=volume. Answer with one word (UP, DOWN, YES or NO) or a price.',
+    system: execFileSync(AOI_BIN, ['feed', 'ohlcv', '--instructions'], { encoding: 'utf8' }).trimEnd(),
     retention: { max_tokens: 2600 }, query_budget: 64,
   };
   await crashLoop({

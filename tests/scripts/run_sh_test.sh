@@ -368,7 +368,9 @@ case "$cmd" in
   sessions) ;;
   create) echo "aoi create $1 (stand-in)" ;;
   push) while [ "$1" != --file ]; do shift; done; cat "$2" >/dev/null ;;
-  feed) while :; do echo '{"t": "2030-01-01 09:00"}'; sleep 0.2; done ;;
+  feed)
+    [ "${2:-}" != --instructions ] || { echo "You are a market analyst (stand-in)."; exit 0; }
+    while :; do echo '{"t": "2030-01-01 09:00"}'; sleep 0.2; done ;;
   ask) echo "answer" ;;
   watch) while :; do echo "event data_updated"; echo watching >"$OUT/ready"; sleep 0.2; done ;;
   *) echo "aoi (stand-in): $cmd?" >&2; exit 2 ;;

@@ -21,6 +21,7 @@
 
 #include "aoi/ingest/record_decoder.h"
 #include "aoi/workload/ohlcv.h"
+#include "aoi/workload/questions.h"
 #include "http_client.h"
 
 namespace aoi::cli {
@@ -864,9 +865,13 @@ void add_feed_options(CLI::App& app, FeedOptions& o) {
       ->check(CLI::NonNegativeNumber);
   CLI::Option* as_json = app.add_flag("--json", o.json, "one JSON object per line: t, o, h, l, c, v");
   app.add_flag("--csv", o.csv, "CSV: a header row, then t,o,h,l,c,v rows")->excludes(as_json);
+  app.add_flag("--instructions", o.instructions,
+               "print the system text that describes the bars' lines (the benchmark's, which the analyst model was "
+               "trained on) and exit");
 }
 
 int run_feed(const FeedOptions& o) {
+  if (o.instructions) return std::printf("%s\n", workload::instructions().c_str()) < 0 ? 1 : 0;
   workload::OhlcvGenerator gen({.seed = o.seed});
   for (std::int64_t i = 0; i < o.skip; ++i) (void)gen.next();
   if (o.csv && std::printf("t,o,h,l,c,v\n") < 0) return 1;

@@ -82,11 +82,12 @@ int run_create(const CreateOptions& o);
 struct FeedOptions {
   std::string kind = "ohlcv";
   std::uint64_t seed = 1;
-  double rate = 1;         // bars per second; 0: as fast as the reader takes them
-  std::int64_t count = 0;  // 0: no end
-  std::int64_t skip = 0;   // bars generated and not printed first: a stream that continues one of that length
-  bool json = false;       // one JSON object per line: t, o, h, l, c, v
-  bool csv = false;        // a header row, then t,o,h,l,c,v rows
+  double rate = 1;            // bars per second; 0: as fast as the reader takes them
+  std::int64_t count = 0;     // 0: no end
+  std::int64_t skip = 0;      // bars generated and not printed first: a stream that continues one of that length
+  bool json = false;          // one JSON object per line: t, o, h, l, c, v
+  bool csv = false;           // a header row, then t,o,h,l,c,v rows
+  bool instructions = false;  // print the system text that describes these bars (the analyst model's) instead
 };
 void add_feed_options(CLI::App& app, FeedOptions& o);
 int run_feed(const FeedOptions& o);
