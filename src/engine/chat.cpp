@@ -4,8 +4,8 @@
 #include <cctype>
 #include <exception>
 #include <optional>
-#include <random>
 
+#include "aoi/common/random_id.h"
 #include "aoi/engine/model.h"
 #include "chat.h"
 #include "common.h"
@@ -38,14 +38,6 @@ common_chat_tool_choice to_common(ToolChoice choice) {
     case ToolChoice::kAuto: break;
   }
   return COMMON_CHAT_TOOL_CHOICE_AUTO;
-}
-
-std::string random_call_id() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
-  return id;
 }
 
 // The single token `text` is in the vocabulary, or none.
@@ -92,7 +84,7 @@ std::vector<ChatReplyStream::Delta> ChatReplyStream::update(const std::string& t
   now.role = "assistant";
   // A call whose arguments have not begun may still be reading its name: told once they have.
   if (!final && !now.tool_calls.empty() && now.tool_calls.back().arguments.empty()) now.tool_calls.pop_back();
-  now.set_tool_call_ids(state_->ids, random_call_id);
+  now.set_tool_call_ids(state_->ids, [] { return random_id("call_"); });
   std::vector<common_chat_msg_diff> diffs;
   try {
     diffs = common_chat_msg_diff::compute_diffs(state_->told, now);

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <random>
 #include <variant>
 
+#include "aoi/common/random_id.h"
 #include "aoi/engine/chat.h"
 #include "aoi/server/http_error.h"
 #include "aoi/service/service.h"
@@ -22,14 +22,6 @@ namespace aoi::server {
 namespace {
 
 using nlohmann::json;
-
-std::string random_id(std::string_view prefix) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(prefix);
-  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
-  return id;
-}
 
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

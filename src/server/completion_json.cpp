@@ -4,6 +4,7 @@
 #include <cctype>
 #include <random>
 
+#include "aoi/common/random_id.h"
 #include "json_fields.h"
 #include "sampling_json.h"
 
@@ -245,14 +246,6 @@ Status read_tools(Fields& f, ToolChat& chat) {
   r.parallel_tool_calls = parallel->value_or(false);
   if (!r.tools.empty()) chat.needs_jinja = true;
   return {};
-}
-
-std::string random_call_id() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
-  return id;
 }
 
 // Anthropic's messages with tool_use (assistant) and tool_result (user) content blocks. A user message's
@@ -560,7 +553,7 @@ json openai_chat_message(const engine::ChatReply& reply) {
   if (reply.tool_calls.empty()) return message;
   json calls = json::array();
   for (const auto& call : reply.tool_calls) {
-    calls.push_back({{"id", call.id.empty() ? random_call_id() : call.id},
+    calls.push_back({{"id", call.id.empty() ? random_id("call_") : call.id},
                      {"type", "function"},
                      {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
   }
@@ -579,7 +572,7 @@ json anthropic_content(const engine::ChatReply& reply) {
     json input = json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
     if (!input.is_object()) input = json::object();  // cut short by max_tokens
     blocks.push_back({{"type", "tool_use"},
-                      {"id", anthropic_tool_id(call.id.empty() ? random_call_id() : call.id)},
+                      {"id", anthropic_tool_id(call.id.empty() ? random_id("call_") : call.id)},
                       {"name", call.name},
                       {"input", std::move(input)}});
   }
