@@ -269,6 +269,7 @@ json flash_json(const service::FlashQuery& f) {
               {"logit_gap", evaluated ? json(f.answer.logit_gap) : json(nullptr)},
               {"version", evaluated ? json(f.answer.version) : json(nullptr)},
               {"eval_ms", evaluated ? json(f.answer.eval_ms) : json(nullptr)}};
+  if (f.schema) out["json_schema"] = json::parse(f.schema->json);
   if (f.sink) {
     out["sink"] = {{"url", f.sink->url},
                    {"notify", f.sink->notify == service::FlashSink::Notify::kChange ? "change" : "always"},
@@ -287,6 +288,11 @@ Result<service::AddFlash> parse_flash(const json& body) {
   auto max_tokens = f.integer("max_tokens", 1, service::kMaxFlashTokens);
   if (!max_tokens) return max_tokens.error();
   out.max_tokens = static_cast<int>(max_tokens->value_or(8));
+  if (const json* schema = f.raw("json_schema")) {
+    auto grammar = schema_grammar(*schema, "json_schema");
+    if (!grammar) return grammar.error();
+    out.schema = service::AnswerSchema{.json = schema->dump(), .grammar = std::move(grammar).value()};
+  }
   auto sink = f.object("sink");
   if (!sink) return sink.error();
   if (*sink) {

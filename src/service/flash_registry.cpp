@@ -24,7 +24,8 @@ std::string normalize_question(std::string_view q) {
 
 std::uint64_t question_hash(std::string_view normalized) { return fnv1a(normalized); }
 
-Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens, std::optional<FlashSink> sink) {
+Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens, std::optional<FlashSink> sink,
+                                      std::optional<AnswerSchema> schema) {
   std::string key = normalize_question(question);
   if (key.empty()) return Error::invalid("question", "question is empty");
   if (max_tokens < 1 || max_tokens > kMaxFlashTokens) {
@@ -43,6 +44,7 @@ Result<FlashQuery> FlashRegistry::add(std::string question, int max_tokens, std:
   q.question = std::move(question);
   q.max_tokens = max_tokens;
   q.sink = std::move(sink);
+  q.schema = std::move(schema);
   entries_.push_back({q, std::move(key), hash});
   return q;
 }
@@ -68,13 +70,16 @@ size_t FlashRegistry::size() const {
   return entries_.size();
 }
 
-std::optional<FlashQuery> FlashRegistry::lookup(std::string_view question, std::uint64_t version,
-                                                int max_tokens) const {
+std::optional<FlashQuery> FlashRegistry::lookup(std::string_view question, std::uint64_t version, int max_tokens,
+                                                std::string_view grammar) const {
   const std::string key = normalize_question(question);
   const std::uint64_t hash = question_hash(key);
   std::lock_guard lock(mu_);
   for (const auto& e : entries_) {
     if (e.hash != hash || e.key != key) continue;
+    if (grammar != (e.query.schema ? std::string_view(e.query.schema->grammar) : std::string_view())) {
+      return std::nullopt;
+    }
     const FlashAnswer& a = e.query.answer;
     if (a.version == 0 || a.version != version) return std::nullopt;
     const bool ended_by_itself = a.finish != engine::FinishReason::kLength;

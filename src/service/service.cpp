@@ -190,15 +190,18 @@ void Service::recover_sessions() {
 
 std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, const QueryRequest& request) const {
   // Only for greedy requests on data that covers min_seq: the cached answers are greedy, of the newest version,
-  // unconstrained (no grammar, bias or penalty), and of the question alone (no earlier turns).
+  // of the question alone (no earlier turns), with no bias or penalty, and held to a grammar only from the
+  // first token (a flash query's schema) or to none.
   const engine::SamplingParams& sp = request.generation.sampling;
-  if (sp.temperature > 0 || sp.constrained() || !request.generation.stop.empty() || !request.earlier.empty()) {
+  const bool grammar_from_first_token = !sp.grammar_lazy && sp.grammar_prefill.empty();
+  if (sp.temperature > 0 || sp.penalizes() || !sp.logit_bias.empty() || !grammar_from_first_token ||
+      !request.generation.stop.empty() || !request.earlier.empty()) {
     return std::nullopt;
   }
   if (request.min_seq && h.seq_ingested() < *request.min_seq) return std::nullopt;
   const std::uint64_t version = h.data_version();
   QueryOutcome out;
-  if (auto hit = h.flash().lookup(request.question, version, request.generation.max_tokens)) {
+  if (auto hit = h.flash().lookup(request.question, version, request.generation.max_tokens, sp.grammar)) {
     out.path = "flash";
     out.answer.text = hit->answer.text;
     out.answer.tokens = hit->answer.tokens;
@@ -212,7 +215,7 @@ std::optional<QueryOutcome> Service::answer_without_inference(SessionHandle& h, 
     out.answer.details.first_logits = hit->answer.first_logits;
     return out;
   }
-  if (h.ready_vocab.empty() || request.generation.max_tokens < 1 ||
+  if (!sp.grammar.empty() || h.ready_vocab.empty() || request.generation.max_tokens < 1 ||
       normalize_question(request.question) != h.ready_question) {
     return std::nullopt;
   }
@@ -471,7 +474,8 @@ Result<PushResult> Service::push_text(const SessionRef& h, std::vector<std::stri
 
 Result<FlashQuery> Service::add_flash(const SessionRef& h, AddFlash flash) {
   if (auto e = unusable(h)) return *e;
-  auto added = h->flash().add(std::move(flash.question), flash.max_tokens, std::move(flash.sink));
+  auto added =
+      h->flash().add(std::move(flash.question), flash.max_tokens, std::move(flash.sink), std::move(flash.schema));
   if (!added) return added.error();
   if (h->files()) {
     // Registered only once it is on disk: a restart keeps it. (A session deleted meanwhile: kNotFound.)

@@ -6,8 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { useServer, post, expectError, expectStatus, createSession, pushRecords, waitIngested, textRecords, query }
-  from './harness.js';
+import {
+  useServer, get, post, expectError, expectStatus, createSession, pushRecords, waitIngested, waitSession, textRecords, query,
+} from './harness.js';
 
 const ctx = useServer();
 const openai = () => new OpenAI({ baseURL: `${ctx.server.url}/v1`, apiKey: 'sk-unused', maxRetries: 0, timeout: 60_000 });
@@ -160,4 +161,32 @@ test('a session question with json_schema gets an answer that validates', async 
   assert.notEqual(plain.answer, a.answer);
   const bad = await post(ctx.server, `/v1/sessions/${s.id}/query`, { question: 'q', json_schema: [1] });
   expectError(bad, 422, 'invalid_value', 'json_schema');
+});
+
+test('a flash query with json_schema answers in it, and serves only questions asking with that schema', async () => {
+  const s = await createSession(ctx.server);
+  const question = 'Which colour, as JSON?';
+  const created = await post(ctx.server, `/v1/sessions/${s.id}/flash`, { question, max_tokens: 64, json_schema: SCHEMA });
+  expectStatus(created, 201);
+  assert.deepEqual(created.body.json_schema, SCHEMA, 'the registration shows its schema');
+  const pushed = await pushRecords(ctx.server, s.id, textRecords(4));
+  const { data_version: version } = await waitIngested(ctx.server, s.id, pushed.last_seq);
+  const listed = await waitSession(ctx.server, s.id, (x) => x.flash[0]?.version === version, 'the flash answer');
+  assert.deepEqual(listed.flash[0].json_schema, SCHEMA);
+  assertMatchesSchema(listed.flash[0].answer);
+  const hit = await query(ctx.server, s.id, { question, max_tokens: 64, json_schema: SCHEMA });
+  assert.equal(hit.path, 'flash', JSON.stringify(hit));
+  assert.equal(hit.answer, listed.flash[0].answer);
+  const plain = await query(ctx.server, s.id, { question, max_tokens: 64 });
+  assert.equal(plain.path, 'standard', 'a question without the schema is not the flash query\'s');
+  assert.equal(parseJson(plain.answer), undefined, `control: the random weights alone write no JSON: ${plain.answer}`);
+  const other = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
+  assert.equal((await query(ctx.server, s.id, { question, max_tokens: 64, json_schema: other })).path, 'standard');
+  // The same question again, with or without a schema, is a conflict; a schema the converter cannot take is a 422.
+  expectError(await post(ctx.server, `/v1/sessions/${s.id}/flash`, { question, max_tokens: 64 }), 409, 'conflict');
+  expectError(await post(ctx.server, `/v1/sessions/${s.id}/flash`, { question: 'q2', json_schema: [1] }),
+    422, 'invalid_value', 'json_schema');
+  expectError(await post(ctx.server, `/v1/sessions/${s.id}/flash`,
+    { question: 'q3', json_schema: { $ref: '#/definitions/none' } }), 422, 'invalid_value', 'json_schema');
+  assert.equal((await get(ctx.server, `/v1/sessions/${s.id}/flash`)).body.flash.length, 1);
 });

@@ -29,11 +29,11 @@ inline bool wait_ingested(service::Service& s, const std::string& id, std::uint6
 // question asked before that may share passes with the round, which changes its logits within the noise of
 // shared passes (equivalence.h), so a test that compares under kSameComputation waits for it first.
 inline bool wait_flash_round(service::Service& s, const std::string& id, const std::string& question, int max_tokens,
-                             std::chrono::seconds limit = std::chrono::seconds(300)) {
+                             std::chrono::seconds limit = std::chrono::seconds(300), const std::string& grammar = {}) {
   const auto until = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < until) {
     auto snap = s.session(id);
-    if (snap.ok() && s.handle(id)->flash().lookup(question, snap->data_version, max_tokens)) return true;
+    if (snap.ok() && s.handle(id)->flash().lookup(question, snap->data_version, max_tokens, grammar)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;

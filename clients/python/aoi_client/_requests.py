@@ -160,6 +160,7 @@ def query_body(
     details: bool,
     stream: bool,
     extra_fields: Optional[Mapping[str, Any]],
+    json_schema: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
     body: Dict[str, Any] = {"question": question}
     for key, value in (
@@ -175,6 +176,8 @@ def query_body(
             body[key] = value
     if stop is not None:
         body["stop"] = [stop] if isinstance(stop, str) else list(stop)
+    if json_schema is not None:
+        body["json_schema"] = dict(json_schema)
     if details:
         body["details"] = True
     if stream:
@@ -203,10 +206,14 @@ def query(session_id: str, body: Mapping[str, Any]) -> RequestSpec:
     )
 
 
-def add_flash(session_id: str, question: str, max_tokens: Optional[int]) -> RequestSpec:
+def add_flash(
+    session_id: str, question: str, max_tokens: Optional[int], json_schema: Optional[Mapping[str, Any]] = None
+) -> RequestSpec:
     body: Dict[str, Any] = {"question": question}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    if json_schema is not None:
+        body["json_schema"] = dict(json_schema)
     return _json_request("POST", session_path(session_id, "/flash"), body, ok=(201,))
 
 

@@ -410,6 +410,7 @@ class AsyncClient:
         seed: Optional[int] = None,
         min_seq: Optional[int] = None,
         wait_ms: Optional[int] = None,
+        json_schema: Optional[Mapping[str, Any]] = None,
         details: bool = False,
         extra_fields: Optional[Mapping[str, Any]] = None,
     ) -> Answer:
@@ -426,6 +427,7 @@ class AsyncClient:
             details=details,
             stream=False,
             extra_fields=extra_fields,
+            json_schema=json_schema,
         )
         return Answer.from_json(await self._json(api.query(session_id_of(session), body)))
 
@@ -442,6 +444,7 @@ class AsyncClient:
         seed: Optional[int] = None,
         min_seq: Optional[int] = None,
         wait_ms: Optional[int] = None,
+        json_schema: Optional[Mapping[str, Any]] = None,
         details: bool = False,
         extra_fields: Optional[Mapping[str, Any]] = None,
     ) -> "AsyncAnswerStream":
@@ -459,13 +462,23 @@ class AsyncClient:
             details=details,
             stream=True,
             extra_fields=extra_fields,
+            json_schema=json_schema,
         )
         return AsyncAnswerStream(self, api.query(session_id_of(session), body))
 
     # ---- flash ----
 
-    async def add_flash(self, session: SessionRef, question: str, max_tokens: Optional[int] = None) -> FlashQuery:
-        return FlashQuery.from_json(await self._json(api.add_flash(session_id_of(session), question, max_tokens)))
+    async def add_flash(
+        self,
+        session: SessionRef,
+        question: str,
+        max_tokens: Optional[int] = None,
+        *,
+        json_schema: Optional[Mapping[str, Any]] = None,
+    ) -> FlashQuery:
+        return FlashQuery.from_json(
+            await self._json(api.add_flash(session_id_of(session), question, max_tokens, json_schema))
+        )
 
     async def list_flash(self, session: SessionRef) -> List[FlashQuery]:
         body = expect_object(await self._json(api.list_flash(session_id_of(session))), "flash list")

@@ -429,11 +429,13 @@ class Client:
         seed: Optional[int] = None,
         min_seq: Optional[int] = None,
         wait_ms: Optional[int] = None,
+        json_schema: Optional[Mapping[str, Any]] = None,
         details: bool = False,
         extra_fields: Optional[Mapping[str, Any]] = None,
     ) -> Answer:
         """Asks a question about the session's data and returns the whole answer.
 
+        ``json_schema``: the answer is JSON that validates against this schema (a grammar holds it to it).
         ``min_seq`` (read-your-writes): answer only once record ``min_seq`` is ingested, waiting up to
         ``wait_ms`` (``ServerTimeoutError`` after). A question changes nothing, so one whose answer was lost
         is asked again per the retry policy.
@@ -451,6 +453,7 @@ class Client:
             details=details,
             stream=False,
             extra_fields=extra_fields,
+            json_schema=json_schema,
         )
         return Answer.from_json(self._json(api.query(session_id_of(session), body)))
 
@@ -467,6 +470,7 @@ class Client:
         seed: Optional[int] = None,
         min_seq: Optional[int] = None,
         wait_ms: Optional[int] = None,
+        json_schema: Optional[Mapping[str, Any]] = None,
         details: bool = False,
         extra_fields: Optional[Mapping[str, Any]] = None,
     ) -> "AnswerStream":
@@ -486,15 +490,26 @@ class Client:
             details=details,
             stream=True,
             extra_fields=extra_fields,
+            json_schema=json_schema,
         )
         return AnswerStream(self, api.query(session_id_of(session), body))
 
     # ---- flash ----
 
-    def add_flash(self, session: SessionRef, question: str, max_tokens: Optional[int] = None) -> FlashQuery:
+    def add_flash(
+        self,
+        session: SessionRef,
+        question: str,
+        max_tokens: Optional[int] = None,
+        *,
+        json_schema: Optional[Mapping[str, Any]] = None,
+    ) -> FlashQuery:
         """Registers a flash question: answered after every data version, so that asking it (greedy, with
-        the same ``max_tokens``) is answered without inference. 409 when registered already."""
-        return FlashQuery.from_json(self._json(api.add_flash(session_id_of(session), question, max_tokens)))
+        the same ``max_tokens`` and ``json_schema``) is answered without inference. With ``json_schema`` every
+        answer is JSON that validates against it. 409 when registered already."""
+        return FlashQuery.from_json(
+            self._json(api.add_flash(session_id_of(session), question, max_tokens, json_schema))
+        )
 
     def list_flash(self, session: SessionRef) -> List[FlashQuery]:
         body = expect_object(self._json(api.list_flash(session_id_of(session))), "flash list")

@@ -64,6 +64,11 @@ def _opt_str(d: Mapping[str, Any], key: str) -> Optional[str]:
     return v if isinstance(v, str) else None
 
 
+def _opt_object(d: Mapping[str, Any], key: str) -> Optional[Dict[str, Any]]:
+    v = d.get(key)
+    return dict(v) if isinstance(v, Mapping) else None
+
+
 def _obj(d: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     v = d.get(key)
     return v if isinstance(v, Mapping) else {}
@@ -207,6 +212,7 @@ class FlashQuery:
     logit_gap: Optional[float]
     version: Optional[int]
     eval_ms: Optional[float]
+    json_schema: Optional[Dict[str, Any]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -220,6 +226,7 @@ class FlashQuery:
             logit_gap=_opt_float(d, "logit_gap"),
             version=_opt_int(d, "version"),
             eval_ms=_opt_float(d, "eval_ms"),
+            json_schema=_opt_object(d, "json_schema"),
             raw=dict(d),
         )
 

@@ -3,6 +3,7 @@ shapes, paths, versions and that the streamed pieces make the answer, never what
 
 from __future__ import annotations
 
+import json
 import unittest
 
 from tests.support import SMALL, ModuleServer, SessionCleanup, text_records, unique_id, wait_until
@@ -135,6 +136,44 @@ class QueryTest(SessionCleanup):
         self.assertEqual(self.client.list_flash(self.sid), [])
         with self.assertRaises(NotFoundError):
             self.client.remove_flash(self.sid, fq.fid)
+
+    def test_json_schema_holds_questions_and_flash_answers(self) -> None:
+        schema = {
+            "type": "object",
+            "properties": {"trend": {"enum": ["UP", "DOWN"]}},
+            "required": ["trend"],
+            "additionalProperties": False,
+        }
+
+        def in_schema(text: str) -> bool:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                return False
+            return isinstance(value, dict) and list(value) == ["trend"] and value["trend"] in ("UP", "DOWN")
+
+        asked = self.client.ask(self.sid, "The trend, as JSON?", max_tokens=32, json_schema=schema)
+        self.assertTrue(in_schema(asked.answer), asked.answer)
+        with self.assertRaises(InvalidValueError) as caught:
+            self.client.ask(self.sid, "q", json_schema={"$ref": "#/definitions/none"})
+        self.assertEqual(caught.exception.field, "json_schema")
+
+        question = "Trend in JSON?"
+        fq = self.client.add_flash(self.sid, question, max_tokens=32, json_schema=schema)
+        self.assertEqual(fq.json_schema, schema)
+        pushed = self.client.push(self.sid, text_records(3, 20))
+        self.client.wait_ingested(self.sid, pushed.last_seq)
+        version = self.client.get_session(self.sid).data_version
+
+        def answered():
+            f = {f.fid: f for f in self.client.list_flash(self.sid)}.get(fq.fid)
+            return f if f is not None and f.answer is not None and f.version == version else None
+
+        flash = wait_until(answered, f"flash query {fq.fid} answered at version {version}")
+        self.assertTrue(in_schema(flash.answer), flash.answer)
+        hit = self.client.ask(self.sid, question, max_tokens=32, json_schema=schema)
+        self.assertEqual((hit.path, hit.answer), ("flash", flash.answer))
+        self.assertEqual(self.client.ask(self.sid, question, max_tokens=32).path, "standard")
 
 
 if __name__ == "__main__":

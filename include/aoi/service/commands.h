@@ -137,7 +137,8 @@ struct ShowRecords {
 struct AddFlash {
   std::string question;
   int max_tokens = 8;
-  std::optional<FlashSink> sink;  // where each answer is published too
+  std::optional<FlashSink> sink;       // where each answer is published too
+  std::optional<AnswerSchema> schema;  // the JSON schema each answer is written in
 };
 
 template <class C>

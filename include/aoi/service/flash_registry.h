@@ -43,11 +43,19 @@ struct FlashSink {
   std::string match;  // an ECMAScript regex the answer must contain a match of; empty: any answer
 };
 
+// The JSON schema a flash answer is written in: the schema as registered (compact JSON text) and the grammar
+// that holds the answer to it from its first token (engine::grammar_from_json_schema).
+struct AnswerSchema {
+  std::string json;
+  std::string grammar;
+};
+
 struct FlashQuery {
   std::string fid;
   std::string question;
   int max_tokens = 8;
   std::optional<FlashSink> sink;
+  std::optional<AnswerSchema> schema;
   FlashAnswer answer;
 };
 
@@ -59,15 +67,18 @@ class FlashRegistry {
   explicit FlashRegistry(size_t max_queries) : max_(max_queries) {}
 
   // Errors: invalid (an empty question, max_tokens outside 1..kMaxFlashTokens), conflict (the same normalized
-  // question is registered), overloaded (full).
-  Result<FlashQuery> add(std::string question, int max_tokens, std::optional<FlashSink> sink = std::nullopt);
+  // question is registered, with or without a schema), overloaded (full).
+  Result<FlashQuery> add(std::string question, int max_tokens, std::optional<FlashSink> sink = std::nullopt,
+                         std::optional<AnswerSchema> schema = std::nullopt);
   Status remove(std::string_view fid);
   std::vector<FlashQuery> list() const;
   size_t size() const;
 
   // The answer for this question, when it was computed at `version` and suits a greedy request of up to
-  // max_tokens tokens: the same length cap, or an answer that ended on its own within it.
-  std::optional<FlashQuery> lookup(std::string_view question, std::uint64_t version, int max_tokens) const;
+  // max_tokens tokens held to `grammar` (empty: none): the same length cap, or an answer that ended on its own
+  // within it, and the same grammar as the query's schema (none without one).
+  std::optional<FlashQuery> lookup(std::string_view question, std::uint64_t version, int max_tokens,
+                                   std::string_view grammar = {}) const;
   // Records an answer (ignored when the query was removed meanwhile).
   void store(std::string_view fid, FlashAnswer answer);
 

@@ -23,11 +23,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 json flash_list_json(const std::vector<FlashQuery>& flash) {
   json out = json::array();
-  for (const auto& f : flash) {
-    json q = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
-    if (f.sink) q["sink"] = flash_sink_json(*f.sink);
-    out.push_back(std::move(q));
-  }
+  for (const auto& f : flash) out.push_back(flash_query_json(f));
   return out;
 }
 
@@ -385,12 +381,7 @@ RecoveredSession Persistence::recover_one(const fs::path& dir, const std::string
   r.event_ids_reserved = meta.value("event_ids_reserved", std::uint64_t{0});
   if (meta.contains("flash") && meta["flash"].is_array()) {
     for (const json& f : meta["flash"]) {
-      FlashQuery q;
-      q.fid = f.value("fid", "");
-      q.question = f.value("question", "");
-      q.max_tokens = f.value("max_tokens", 8);
-      if (f.contains("sink")) q.sink = flash_sink_from_json(f["sink"]);
-      if (!q.fid.empty() && !q.question.empty()) r.flash.push_back(std::move(q));
+      if (auto q = flash_query_from_json(f)) r.flash.push_back(std::move(q).value());
     }
   }
   auto log = store::RecordLog::open(dir);

@@ -3,6 +3,11 @@
 #include <cstring>
 #include <limits>
 
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "aoi/engine/grammar.h"
 #include "aoi/engine/sampling.h"
 #include "aoi/store/bytes.h"
 
@@ -181,27 +186,64 @@ Result<LogRecord> decode_record(std::span<const std::uint8_t> bytes) {
   return out;
 }
 
-nlohmann::json flash_sink_json(const FlashSink& sink) {
+namespace {
+
+json flash_sink_json(const FlashSink& sink) {
   return {{"url", sink.url},
           {"notify", sink.notify == FlashSink::Notify::kChange ? "change" : "always"},
           {"match", sink.match}};
 }
 
-std::optional<FlashSink> flash_sink_from_json(const nlohmann::json& j) {
+std::optional<FlashSink> flash_sink_from_json(const json& j) {
   if (!j.is_object() || !j.contains("url") || !j["url"].is_string()) return std::nullopt;
   FlashSink sink;
   sink.url = j["url"].get<std::string>();
-  sink.notify = j.value("notify", "always") == "change" ? FlashSink::Notify::kChange : FlashSink::Notify::kAlways;
-  sink.match = j.value("match", "");
+  const json notify = j.value("notify", json("always"));
+  sink.notify = notify == "change" ? FlashSink::Notify::kChange : FlashSink::Notify::kAlways;
+  if (const json match = j.value("match", json()); match.is_string()) sink.match = match.get<std::string>();
   return sink;
+}
+
+}  // namespace
+
+json flash_query_json(const FlashQuery& f) {
+  json q = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
+  if (f.sink) q["sink"] = flash_sink_json(*f.sink);
+  if (f.schema) q["json_schema"] = json::parse(f.schema->json);
+  return q;
+}
+
+std::optional<FlashQuery> flash_query_from_json(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  const json fid = j.value("fid", json());
+  const json question = j.value("question", json());
+  if (!fid.is_string() || !question.is_string()) return std::nullopt;
+  FlashQuery q;
+  q.fid = fid.get<std::string>();
+  q.question = question.get<std::string>();
+  if (q.fid.empty() || q.question.empty()) return std::nullopt;
+  if (const json n = j.value("max_tokens", json()); n.is_number_integer()) {
+    q.max_tokens = std::clamp(n.get<int>(), 1, kMaxFlashTokens);
+  }
+  if (j.contains("sink")) q.sink = flash_sink_from_json(j["sink"]);
+  if (j.contains("json_schema")) {
+    const std::string schema = j["json_schema"].dump();
+    // The grammar is built again rather than stored: it is what this build's converter makes of the schema.
+    auto grammar = engine::grammar_from_json_schema(schema, "json_schema");
+    if (!grammar) {
+      spdlog::warn("flash query {} loses its json_schema: {}", q.fid, grammar.error().message);
+    } else {
+      q.schema = AnswerSchema{.json = schema, .grammar = std::move(grammar).value()};
+    }
+  }
+  return q;
 }
 
 store::SnapshotData encode_session_snapshot(const SnapshotMeta& m, session::SessionImage image) {
   store::SnapshotData d;
   json flash = json::array();
   for (const auto& f : m.flash) {
-    json q = {{"fid", f.fid}, {"question", f.question}, {"max_tokens", f.max_tokens}};
-    if (f.sink) q["sink"] = flash_sink_json(*f.sink);
+    json q = flash_query_json(f);
     if (f.answer.version != 0) {
       q["answer"] = {{"text", f.answer.text},
                      {"tokens", f.answer.tokens},
@@ -288,11 +330,9 @@ Result<SnapshotMeta> decode_snapshot_meta(const json& j) {
     m.next_flash_id = j.at("next_flash_id").get<std::uint64_t>();
     m.data_version = j.at("data_version").get<std::uint64_t>();
     for (const json& q : j.at("flash")) {
-      FlashQuery f;
-      f.fid = q.at("fid").get<std::string>();
-      f.question = q.at("question").get<std::string>();
-      f.max_tokens = q.at("max_tokens").get<int>();
-      if (q.contains("sink")) f.sink = flash_sink_from_json(q["sink"]);
+      auto query = flash_query_from_json(q);
+      if (!query) return Error::damaged("a flash query of the snapshot has no id or question");
+      FlashQuery f = std::move(query).value();
       if (q.contains("answer")) {
         const json& a = q["answer"];
         f.answer.text = a.at("text").get<std::string>();

@@ -21,10 +21,11 @@ namespace aoi::service {
 
 nlohmann::json config_to_json(const session::SessionConfig& config);
 
-// A flash query's sink, in the session's meta and its snapshots; from_json: nullopt for an absent or
-// unreadable one (a query keeps its question without it).
-nlohmann::json flash_sink_json(const FlashSink& sink);
-std::optional<FlashSink> flash_sink_from_json(const nlohmann::json& j);
+// A flash query as registered (id, question, length, sink, schema; not its answer), in the session's meta and
+// its snapshots. from_json: nullopt without an id and a question; a sink that cannot be read is left out (the
+// query keeps its question), and a schema that no longer compiles too, with a warning.
+nlohmann::json flash_query_json(const FlashQuery& query);
+std::optional<FlashQuery> flash_query_from_json(const nlohmann::json& j);
 Result<session::SessionConfig> config_from_json(const nlohmann::json& j);
 
 // A record as the log holds it, with its position in its source (empty for a pushed record).

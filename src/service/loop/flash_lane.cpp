@@ -59,6 +59,7 @@ bool FlashLane::begin_question() {
     params.question = questions_[next_].question;
     params.generation.max_tokens = questions_[next_].max_tokens;
     params.generation.keep_first_logits = state_.params().flash_first_logits;
+    if (const auto& schema = questions_[next_].schema) params.generation.sampling.grammar = schema->grammar;
     auto begun = s.begin_query(std::move(params));
     if (begun) {
       query_ = std::move(begun).value();

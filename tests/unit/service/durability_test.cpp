@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "aoi/engine/grammar.h"
 #include "aoi/service/service.h"
 #include "aoi/store/files.h"
 #include "aoi/store/snapshot_file.h"
@@ -221,6 +222,48 @@ TEST(Durability, FlashAnswersMadeAfterTheNewestSnapshotSurviveACleanStop) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->path, "flash") << "the flash answer made before the stop answers after it";
   EXPECT_EQ(again->answer.text, answered);
+}
+
+// A flash query's schema is part of its registration: after a restart (from the session's meta, and from a
+// snapshot that lists it) its answers are still written in it and still served only to the same schema.
+TEST(Durability, AFlashQuerysSchemaSurvivesARestart) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  const std::string schema = R"({"type":"object","properties":{"trend":{"enum":["UP","DOWN"]}},"required":["trend"]})";
+  auto grammar = engine::grammar_from_json_schema(schema, "json_schema");
+  ASSERT_TRUE(grammar.ok()) << grammar.error().message;
+  const std::string question = "Trend as JSON?";
+  for (const int snapshot_tokens : {1, 100000}) {  // the query in a snapshot too / only in the session's meta
+    SCOPED_TRACE(snapshot_tokens);
+    {
+      auto svc = start(dir.path(), {.snapshot_tokens = snapshot_tokens});
+      ASSERT_TRUE(svc);
+      if (!svc->session("a").ok()) {
+        ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
+        ASSERT_TRUE(
+            svc->add_flash(svc->handle("a"), {question, 24, std::nullopt, AnswerSchema{schema, *grammar}}).ok());
+      }
+      ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", 0, 6)));
+      ASSERT_TRUE(wait_flash_round(*svc, "a", question, 24, 120s, *grammar));
+    }
+    auto svc = start(dir.path(), {.snapshot_tokens = snapshot_tokens});
+    ASSERT_TRUE(svc);
+    const auto listed = svc->handle("a")->flash().list();
+    ASSERT_EQ(listed.size(), 1u);
+    ASSERT_TRUE(listed[0].schema);
+    EXPECT_EQ(nlohmann::json::parse(listed[0].schema->json), nlohmann::json::parse(schema));
+    EXPECT_EQ(listed[0].schema->grammar, *grammar);
+    // The round after the restart answers in the schema, and serves a question that asks with it.
+    ASSERT_TRUE(wait_flash_round(*svc, "a", question, 24, 120s, *grammar));
+    QueryRequest r = flash_question(24);
+    r.question = question;
+    r.generation.sampling.grammar = *grammar;
+    const auto again = svc->query(svc->handle("a"), r);
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->path, "flash");
+    const auto parsed = nlohmann::json::parse(again->answer.text, nullptr, false);
+    EXPECT_TRUE(parsed.is_object() && parsed.contains("trend")) << again->answer.text;
+  }
 }
 
 TEST(Durability, ALiveCopyOfTheDirectoryRecoversEveryAcknowledgedRecord) {

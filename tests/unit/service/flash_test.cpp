@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "aoi/engine/grammar.h"
 #include "aoi/service/service.h"
 #include "equivalence.h"
 #include "records.h"
@@ -127,6 +128,66 @@ TEST(Flash, AnswersEqualTheStandardPathAndLeaveTheSessionIntact) {
   EXPECT_EQ(svc->query(svc->handle("flash"), ask(kQuestions[0], 3))->path, "standard");
 }
 
+// A flash query registered with a JSON schema answers in it every round (the grammar holds from the first
+// token, as for a question's json_schema), its answer is the standard path's with the same grammar, and it serves
+// only a question that asks with the same schema.
+TEST(Flash, AQueryWithASchemaAnswersInItAndServesOnlyTheSameSchema) {
+  AOI_REQUIRE_MODEL_FILE("test-micro");
+  const std::string schema = R"({"type":"object","properties":{"trend":{"enum":["UP","DOWN"]}},"required":["trend"]})";
+  const std::string other = R"({"type":"object","properties":{"close":{"type":"number"}},"required":["close"]})";
+  auto grammar = engine::grammar_from_json_schema(schema, "json_schema");
+  auto other_grammar = engine::grammar_from_json_schema(other, "json_schema");
+  ASSERT_TRUE(grammar.ok() && other_grammar.ok());
+  auto svc = start();
+  ASSERT_TRUE(svc);
+  ASSERT_TRUE(svc->run(CreateSession{config("json")}).ok());
+  FlashEvents events;
+  events.attach(*svc->handle("json"));
+  const std::string q = "The trend, as JSON?";
+  const int n = 32;
+  ASSERT_TRUE(svc->add_flash(svc->handle("json"), {q, n, std::nullopt, AnswerSchema{schema, *grammar}}).ok());
+  auto in_schema = [](const std::string& text) {
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    return j.is_object() && j.size() == 1 && j.contains("trend") && (j["trend"] == "UP" || j["trend"] == "DOWN");
+  };
+  auto asked = [&](const std::string* g) {
+    QueryRequest r = ask(q, n);
+    if (g != nullptr) r.generation.sampling.grammar = *g;
+    return r;
+  };
+
+  int bar = 0;
+  for (int round = 0; round < 3; ++round) {
+    const auto lines = test::ohlcv_lines(4 + round, 29, bar);
+    bar += static_cast<int>(lines.size());
+    const auto v = push_and_wait(*svc, "json", lines);
+    ASSERT_TRUE(events.wait_version(v, 1)) << "no flash answer for version " << v;
+    auto hit = svc->query(svc->handle("json"), asked(&*grammar));
+    ASSERT_TRUE(hit.ok()) << hit.error().message;
+    EXPECT_EQ(hit->path, "flash");
+    EXPECT_EQ(hit->answer.data_version, v);
+    EXPECT_TRUE(in_schema(hit->answer.text)) << hit->answer.text;
+    // The standard path with the same grammar (a stop string that never occurs keeps it off the cache).
+    auto standard_request = asked(&*grammar);
+    standard_request.generation.stop = {"\x01"};
+    auto standard = svc->query(svc->handle("json"), standard_request);
+    ASSERT_TRUE(standard.ok()) << standard.error().message;
+    EXPECT_EQ(standard->path, "standard");
+    // The rule's near-tie excuse reads the raw logits' top two, which a grammar overrides: constrained answers
+    // must be the same tokens (the noise between these passes is 0 on the CPU: kSharedPasses measured it).
+    EXPECT_EQ(hit->answer.tokens, standard->answer.tokens) << hit->answer.text << " / " << standard->answer.text;
+    // Without the schema, or with another one, the question is not this flash query's: it is answered anew.
+    auto plain = svc->query(svc->handle("json"), asked(nullptr));
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(plain->path, "standard");
+    EXPECT_FALSE(in_schema(plain->answer.text)) << "control: the random weights alone do not write the schema";
+    auto another = svc->query(svc->handle("json"), asked(&*other_grammar));
+    ASSERT_TRUE(another.ok());
+    EXPECT_EQ(another->path, "standard");
+    EXPECT_FALSE(in_schema(another->answer.text)) << another->answer.text;
+  }
+}
+
 // Negative control: a flash answer served after new data arrived (a registry that kept an older version's
 // answer) against the question asked on a session that took the new data. The rule must fail every one,
 // while the fresh answers pass beside them.
@@ -226,8 +287,9 @@ TEST(FlashRegistry, MatchesNormalizedQuestionsAtTheirVersionOnly) {
                               .eval_ms = 1.0});
   EXPECT_TRUE(r.lookup("is the trend UP?", 5, 4) == std::nullopt);  // case matters
   EXPECT_TRUE(r.lookup("Is the trend UP?", 5, 4));
-  EXPECT_TRUE(r.lookup("Is  the trend UP? ", 5, 2));  // ended by itself within 2 tokens
-  EXPECT_FALSE(r.lookup("Is the trend UP?", 6, 4));   // a newer version: stale
+  EXPECT_TRUE(r.lookup("Is  the trend UP? ", 5, 2));                    // ended by itself within 2 tokens
+  EXPECT_FALSE(r.lookup("Is the trend UP?", 6, 4));                     // a newer version: stale
+  EXPECT_FALSE(r.lookup("Is the trend UP?", 5, 4, "root ::= \"UP\""));  // a grammar the query was not registered with
   EXPECT_TRUE(r.remove(a->fid).ok());
   EXPECT_FALSE(r.lookup("Is the trend UP?", 5, 4));
   EXPECT_EQ(r.remove("nope").error().type, ErrorType::kNotFound);
