@@ -147,6 +147,19 @@ Result<common_chat_params> apply(const common_chat_templates* templates, const C
 
 }  // namespace
 
+Result<std::string> ChatTemplates::render_messages(std::span<const ChatMessage> messages, bool add_assistant) const {
+  common_chat_templates_inputs inputs;
+  for (const auto& m : messages) inputs.messages.push_back(to_common(ChatTurn{.role = m.role, .content = m.content}));
+  inputs.use_jinja = true;
+  inputs.add_generation_prompt = add_assistant;
+  inputs.reasoning_format = COMMON_REASONING_FORMAT_NONE;
+  try {
+    return common_chat_templates_apply(templates_, inputs).prompt;
+  } catch (const std::exception& e) {
+    return Error::invalid("messages", std::string("the chat template cannot render the messages: ") + e.what());
+  }
+}
+
 Result<ChatRender> ChatTemplates::render(const ChatRequest& request) const {
   // A template that knows no tools renders a request as if it had none: the model would never see them.
   auto caps = common_chat_templates_get_caps(templates_);

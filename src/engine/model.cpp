@@ -165,11 +165,19 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
   m->fingerprint_ = std::move(fingerprint).value();
   if (params.chat_template) {
     if (!can_apply(params.chat_template->text)) {
-      return Error::invalid("chat_template", "llama.cpp cannot apply the chat template " +
-                                                 params.chat_template->describe() + "; built-in: " + builtin_list());
+      if (!params.jinja || params.chat_template->source != ChatTemplate::Source::kFile) {
+        return Error::invalid("chat_template", "llama.cpp cannot apply the chat template " +
+                                                   params.chat_template->describe() +
+                                                   " (it recognises a template by its markers and runs no Jinja; "
+                                                   "--jinja runs a Jinja template with llama-common); built-in: " +
+                                                   builtin_list());
+      }
+      m->renders_with_jinja_ = true;
     }
     m->chat_template_in_use_ = params.chat_template;
-  } else if (auto own = m->chat_template(); own && (can_apply(*own) || params.chat_template_fallback.empty())) {
+  } else if (auto own = m->chat_template();
+             own && (can_apply(*own) || params.jinja || params.chat_template_fallback.empty())) {
+    m->renders_with_jinja_ = params.jinja && !can_apply(*own);
     m->chat_template_in_use_ = ChatTemplate{ChatTemplate::Source::kModel, "", std::move(*own)};
   } else if (!params.chat_template_fallback.empty()) {
     // What llama-server does too: a chat model whose file lacks its template is most often a ChatML one.
@@ -180,6 +188,16 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
                  params.chat_template_fallback, params.path);
   }
   m->load_jinja(params);
+  if (m->renders_with_jinja_ && m->jinja_ == nullptr) {
+    return Error::invalid("chat_template",
+                          "neither llama.cpp's built-in formats nor llama-common's Jinja engine can "
+                          "run the chat template " +
+                              m->chat_template_in_use_->describe() + ": " + m->jinja_unavailable_);
+  }
+  if (m->renders_with_jinja_) {
+    spdlog::info("chat messages are rendered by llama-common's Jinja engine with the chat template {}",
+                 m->chat_template_in_use_->describe());
+  }
   return m;
 }
 
@@ -302,6 +320,7 @@ std::optional<std::string> Model::chat_template() const {
 
 Result<std::string> Model::apply_chat_template(std::span<const ChatMessage> messages, bool add_assistant) const {
   if (!chat_template_in_use_) return Error::invalid("model", "the model has no chat template");
+  if (renders_with_jinja_) return jinja_->render_messages(messages, add_assistant);
   auto out = engine::apply_chat_template(chat_template_in_use_->text, messages, add_assistant);
   if (!out && chat_template_in_use_->source == ChatTemplate::Source::kModel) {
     return Error::invalid("model", "llama.cpp does not support this model's chat template");
@@ -333,12 +352,6 @@ Result<ChatTemplate> chat_template_from_arg(const std::string& name_or_file) {
   std::ifstream in(name_or_file, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) return Error::invalid("chat_template", "cannot read " + name_or_file);
-  if (!can_apply(text)) {
-    return Error::invalid("chat_template", "llama.cpp cannot apply the chat template in " + name_or_file +
-                                               " (it recognises a template by its markers and runs no Jinja); "
-                                               "built-in: " +
-                                               builtin_list());
-  }
   return ChatTemplate{ChatTemplate::Source::kFile, name_or_file, std::move(text)};
 }
 

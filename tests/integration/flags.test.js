@@ -119,10 +119,11 @@ test('--chat-template with an unknown name or an unusable file refuses to start,
   try {
     const file = path.join(dir, 'plain.txt');
     writeFileSync(file, 'Hello {{ name }}: nothing llama.cpp recognises');
+    // Refused when the model loads (whether it is usable depends on --jinja), in the log.
     const unusable = aoi(['serve', '-m', AOI_MODEL, '--memory-only', '--port', '0', '--chat-template', file]);
     assert.notEqual(unusable.status, 0);
-    assert.match(unusable.stderr, /cannot apply the chat template/);
-    assert.match(unusable.stderr, /chatml/);
+    assert.match(unusable.stdout, /cannot apply the chat template/);
+    assert.match(unusable.stdout, /chatml/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -171,6 +172,34 @@ test('the chat template is used everywhere: fallback, built-in name and file', a
       assert.equal(await anthropicInputTokens(server), own.anthropic);
       assert.deepEqual(await sessionRegions(server), own.session);
       assert.doesNotMatch(server.logs(), /no chat template/);
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('--jinja runs a template llama.cpp does not recognise as Jinja, sessions included; without it, refused', async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'aoi-template-'));
+  try {
+    const file = path.join(dir, 'own-markers.jinja');
+    writeFileSync(file, '{% for m in messages %}<<{{ m.role }}>>{{ m.content }}<</{{ m.role }}>>\n{% endfor %}' +
+      '{% if add_generation_prompt %}<<assistant>>{% endif %}');
+    const refused = aoi(['serve', '-m', AOI_MODEL, '--memory-only', '--port', '0', '--chat-template', file]);
+    assert.notEqual(refused.status, 0);
+    assert.match(refused.stdout, /cannot apply the chat template/);
+    assert.match(refused.stdout, /--jinja/);
+    await withServer({ args: ['--jinja', '--chat-template', file] }, async (server) => {
+      assert.deepEqual(await chatTemplateOf(server), { source: 'file', path: file });
+      const created = await post(server, '/v1/sessions', { id: 'own', system: 'You read bars.' });
+      expectStatus(created, 201);
+      const context = await get(server, '/v1/sessions/own/context?question=Up%3F');
+      expectStatus(context, 200);
+      assert.match(context.body.text, /<<system>>You read bars\.\s*<<\/system>>\n<<user>>Up\?<<\/user>>\n<<assistant>>$/,
+        context.text);
+      const chat = await post(server, '/v1/chat/completions', { messages, max_tokens: 2, temperature: 0 });
+      expectStatus(chat, 200);
+      const asked = await post(server, '/v1/sessions/own/query', { question: 'Up?', max_tokens: 2 });
+      expectStatus(asked, 200);
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });

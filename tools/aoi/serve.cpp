@@ -225,6 +225,7 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   log::status(stderr, "aoi: devices: %s\n", found.c_str());
   // Checked when the options were parsed.
   if (!o.chat_template.empty()) sp.model.chat_template = engine::chat_template_from_arg(o.chat_template).value();
+  sp.model.jinja = o.jinja;
   int last_percent = -1;
   sp.model.on_progress = [&last_percent](float p) {
     const int percent = static_cast<int>(p * 100);

@@ -256,8 +256,9 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
           "NAME|FILE"));
   app.add_flag("--jinja{true},--no-jinja{false}", o.jinja,
                "render every stateless chat request with the chat template as Jinja (llama-common's engine), as "
-               "requests with tools always are; without it, those without tools (and sessions always) use "
-               "llama.cpp's built-in formats");
+               "requests with tools always are; without it, those without tools (and sessions) use llama.cpp's "
+               "built-in formats. A template those formats do not recognise (a --chat-template file, the model's "
+               "own) is then run as Jinja for sessions too, instead of being refused or replaced by chatml");
   app.add_option("--host", o.host,
                  "address or host name to listen on (a name such as localhost: its first IPv4 address, else its "
                  "first IPv6 one)")

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,7 @@ struct ChatRender {
 };
 
 class Model;
+struct ChatMessage;
 
 // A model's Jinja chat templates (its own, or one given at load). Immutable after construction.
 class ChatTemplates {
@@ -136,6 +138,9 @@ class ChatTemplates {
   // Errors: invalid_value naming "messages" or "tools" with llama-common's reason (a conversation the template
   // refuses, a tool's schema it cannot turn into a grammar).
   Result<ChatRender> render(const ChatRequest& request) const;
+  // Plain messages as the template renders them (Model::apply_chat_template for a template only Jinja runs);
+  // add_assistant opens the assistant's turn. Errors: invalid_value naming "messages".
+  Result<std::string> render_messages(std::span<const ChatMessage> messages, bool add_assistant) const;
 
  private:
   ChatTemplates(const Model& model, common_chat_templates* templates);

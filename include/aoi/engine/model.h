@@ -47,7 +47,8 @@ std::vector<std::string> builtin_chat_templates();
 Result<std::string> apply_chat_template(const std::string& tmpl, std::span<const ChatMessage> messages,
                                         bool add_assistant);
 // `aoi serve --chat-template`'s argument: a built-in name, else a file holding a template's text. Fails with a
-// message listing the built-in names when it is neither, or when llama.cpp cannot apply the file's template.
+// message listing the built-in names when it is neither. (Whether the file's template can be applied is
+// decided at load: ModelParams::jinja.)
 Result<ChatTemplate> chat_template_from_arg(const std::string& name_or_file);
 
 struct ModelParams {
@@ -59,8 +60,12 @@ struct ModelParams {
   // Called with 0..1 while the weights load; return false to abort loading.
   std::function<bool(float)> on_progress;
   // The template chat messages are rendered with; none: the model's own. Loading fails when llama.cpp cannot
-  // apply the one given.
+  // apply the one given (and, with jinja, llama-common cannot run it either).
   std::optional<ChatTemplate> chat_template;
+  // llama-server's --jinja: a template (a file's, or the model's own) that llama.cpp's built-in formats do not
+  // recognise is run by llama-common's Jinja engine, for every chat message aoi renders (sessions' layouts
+  // included), instead of being refused (a file) or replaced by the fallback (the model's own).
+  bool jinja = false;
   // The built-in used, when chat_template is none, for a model without a template llama.cpp can apply, as
   // llama-server does; empty: none (chat messages cannot be rendered; sessions use the plain layout).
   std::string chat_template_fallback = "chatml";
@@ -119,8 +124,10 @@ class Model {
   // else the fallback); none when there is none.
   const std::optional<ChatTemplate>& chat_template_in_use() const { return chat_template_in_use_; }
   // Renders messages through chat_template_in_use(); add_assistant appends the assistant-turn opener.
-  // Fails when there is none, or llama.cpp does not recognise it.
+  // Fails when there is none, or llama.cpp does not recognise it (and it is not run as Jinja).
   Result<std::string> apply_chat_template(std::span<const ChatMessage> messages, bool add_assistant) const;
+  // True when chat_template_in_use() is one llama.cpp's built-in formats do not recognise, run as Jinja.
+  bool renders_with_jinja() const { return renders_with_jinja_; }
 
   // The same template as Jinja, which llama-common renders with tools (engine/chat.h): the model's own (or
   // the file given, or ChatML); null when llama-common cannot run it, or a built-in other than ChatML was
@@ -143,6 +150,7 @@ class Model {
   std::optional<ChatTemplate> chat_template_in_use_;
   std::unique_ptr<ChatTemplates> jinja_;
   std::string jinja_unavailable_;
+  bool renders_with_jinja_ = false;
   std::vector<Device> devices_;
   int n_gpu_layers_ = 0;
 };

@@ -77,7 +77,7 @@ TEST(ChatTemplate, ArgumentIsANameOrAFile) {
             apply_chat_template("llama3", kChat, true).value());
 }
 
-TEST(ChatTemplate, UnknownNameOrUnusableFileIsRefusedWithTheBuiltinNames) {
+TEST(ChatTemplate, UnknownNameIsRefusedWithTheBuiltinNames) {
   auto unknown = chat_template_from_arg("no-such-template");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().field, "chat_template");
@@ -85,12 +85,54 @@ TEST(ChatTemplate, UnknownNameOrUnusableFileIsRefusedWithTheBuiltinNames) {
       << unknown.error().message;
   EXPECT_NE(unknown.error().message.find("chatml"), std::string::npos) << unknown.error().message;
   EXPECT_NE(unknown.error().message.find("llama3"), std::string::npos) << unknown.error().message;
+}
 
-  TempFile file("Hello {{ messages }}, no markers llama.cpp knows");
-  auto unusable = chat_template_from_arg(file.path());
-  ASSERT_FALSE(unusable.ok());
-  EXPECT_NE(unusable.error().message.find("cannot apply"), std::string::npos) << unusable.error().message;
-  EXPECT_NE(unusable.error().message.find("chatml"), std::string::npos) << unusable.error().message;
+// A Jinja template with markers llama.cpp's built-in formats do not know.
+constexpr const char* kOwnMarkersText =
+    "{% for m in messages %}<<{{ m.role }}>>{{ m.content }}<</{{ m.role }}>>\n{% endfor %}"
+    "{% if add_generation_prompt %}<<assistant>>{% endif %}";
+
+TEST(ChatTemplate, AFileLlamaCppCannotApplyIsRefusedWithoutJinjaAndRunAsJinjaWithIt) {
+  AOI_REQUIRE_PATH("test-micro-no-chat-template");
+  TempFile file(kOwnMarkersText);
+  ModelParams params;
+  params.path = test::model_path("test-micro-no-chat-template");
+  params.chat_template = chat_template_from_arg(file.path()).value();
+  EXPECT_FALSE(apply_chat_template(kOwnMarkersText, kChat, true).ok()) << "llama.cpp recognises it after all";
+
+  auto refused = Model::load(params);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "chat_template");
+  for (const char* word : {"cannot apply", "--jinja", "chatml", "llama3"}) {
+    EXPECT_NE(refused.error().message.find(word), std::string::npos) << refused.error().message;
+  }
+
+  params.jinja = true;
+  auto model = Model::load(params);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  EXPECT_TRUE((*model)->renders_with_jinja());
+  EXPECT_EQ((*model)->chat_template_in_use()->source, ChatTemplate::Source::kFile);
+  auto text = (*model)->apply_chat_template(kChat, true);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_EQ(*text, "<<system>>S<</system>>\n<<user>>U<</user>>\n<<assistant>>");
+  EXPECT_EQ((*model)->apply_chat_template(kChat, false).value(), "<<system>>S<</system>>\n<<user>>U<</user>>\n");
+
+  // A file that is not Jinja either is refused with --jinja too.
+  TempFile broken("{% for m in messages %}never closed");
+  params.chat_template = chat_template_from_arg(broken.path()).value();
+  auto neither = Model::load(params);
+  ASSERT_FALSE(neither.ok());
+  EXPECT_NE(neither.error().message.find("neither"), std::string::npos) << neither.error().message;
+}
+
+TEST(ChatTemplate, JinjaNeverReplacesATemplateLlamaCppApplies) {
+  AOI_REQUIRE_PATH("test-micro");
+  ModelParams params;
+  params.jinja = true;
+  auto own = load("test-micro", params);
+  ASSERT_TRUE(own);
+  EXPECT_FALSE(own->renders_with_jinja());
+  EXPECT_EQ(own->chat_template_in_use()->source, ChatTemplate::Source::kModel);
 }
 
 TEST(ChatTemplate, ModelWithoutATemplateFallsBackToChatML) {
