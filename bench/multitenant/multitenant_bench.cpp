@@ -14,6 +14,9 @@
 //             tokens of each session, cache_prompt on)
 //   loaded    session 0's question (p50/p99) while the N-1 neighbours ingest a long backlog; how often
 //             each neighbour moved on; the longest recent pass (what a question may wait for)
+//   sustained the N-1 neighbours' aggregate ingestion over --sustain-s with no question asked (after the
+//             server's 30 s window since the last one), then over --sustain-s with session 0's question every
+//             --question-gap-ms (p50/p99 of those questions), each on a backlog that outlasts it
 // Writes results-N.json into --out (medians, and every run for report.py's noise rule); prints a summary.
 // Prints; never asserts.
 #include <CLI/CLI.hpp>
@@ -94,6 +97,9 @@ int main(int argc, char** argv) {
   app.add_option("--bars-per-iteration", per_iteration);
   app.add_option("--backlog", backlog, "bars pushed to each neighbour for the loaded phase");
   app.add_option("--out", out_dir);
+  int sustain_s = 45, question_gap_ms = 3000;
+  app.add_option("--sustain-s", sustain_s, "seconds of each part of the sustained phase (0: skip it)");
+  app.add_option("--question-gap-ms", question_gap_ms, "the sustained phase's time between questions");
   double budget_ms = -1;
   app.add_option("--budget-ms", budget_ms,
                  "the server's --interactive-budget-ms, recorded with the results (-1: its default, unrecorded)");
@@ -306,6 +312,67 @@ int main(int argc, char** argv) {
         "every neighbour gained >= %s versions in %.0f passes%s; the neighbours ingested %.0f tokens/s\n",
         n, n - 1, median(ms), percentile(ms, 0.99), longest_pass_ms, n > 1 ? std::to_string(least).c_str() : "-",
         passes, backlog_left ? "" : " (backlog drained!)", static_cast<double>(neighbour_tokens) / loaded_s);
+  }
+
+  // ---- sustained: the neighbours' ingestion with no question asked, then with a question every few seconds
+  if (n > 1 && sustain_s > 0) {
+    const auto neighbour_tokens = [&] {
+      long sum = 0;
+      for (int i = 1; i < n; ++i) {
+        sum += aoi.call("GET", "/v1/sessions/" + streams[static_cast<size_t>(i)].id)["tokens_ingested"].get<long>();
+      }
+      return sum;
+    };
+    const auto drained = [&] {
+      for (int i = 1; i < n; ++i) {
+        const auto& st = streams[static_cast<size_t>(i)];
+        if (aoi.call("GET", "/v1/sessions/" + st.id)["last_seq_ingested"].get<std::uint64_t>() < st.last_seq) {
+          return false;
+        }
+      }
+      return true;
+    };
+    // A backlog each neighbour cannot finish in the whole phase (the ingestion phase's rate, with a margin).
+    const double rate = result["ingest"]["tokens_per_s"].get<double>();
+    const int bars = static_cast<int>(2.5 * rate * (30 + 2 * sustain_s) / (n - 1) / tokens_per_bar) + 10;
+    at_once(n - 1, [&](int i) { push(aoi, streams[static_cast<size_t>(i + 1)], bars); });
+    std::this_thread::sleep_for(31s);  // past the window of the last question asked
+    json sustained = {{"seconds", sustain_s}, {"question_gap_ms", question_gap_ms}, {"backlog_bars", bars}};
+    for (const bool asking : {false, true}) {
+      const long before = neighbour_tokens();
+      const auto t0 = Clock::now();
+      const auto until = t0 + std::chrono::seconds(sustain_s);
+      std::vector<double> ms;
+      auto next = t0;
+      while (Clock::now() < until) {
+        if (asking && Clock::now() >= next) {
+          const auto q0 = Clock::now();
+          ask(0);
+          ms.push_back(since_ms(q0));
+          next = q0 + std::chrono::milliseconds(question_gap_ms);
+        }
+        std::this_thread::sleep_for(asking ? 20ms : 200ms);
+      }
+      const double secs = since_ms(t0) / 1000;
+      const double tps = static_cast<double>(neighbour_tokens() - before) / secs;
+      json part = {{"neighbour_tokens_per_s", tps}, {"backlog_left", !drained()}};
+      if (asking) {
+        part["questions"] = ms.size();
+        part["p50_ms"] = median(ms);
+        part["p99_ms"] = percentile(ms, 0.99);
+        part["ms"] = ms;
+      }
+      sustained[asking ? "asking" : "quiet"] = part;
+      std::printf("N=%d sustained, %s: the %d neighbours ingested %.0f tokens/s%s%s\n", n,
+                  asking ? ("a question every " + std::to_string(question_gap_ms) + " ms").c_str() : "no question",
+                  n - 1, tps,
+                  asking ? (" (questions p50 " + std::to_string(static_cast<int>(median(ms))) + " ms, p99 " +
+                            std::to_string(static_cast<int>(percentile(ms, 0.99))) + " ms)")
+                               .c_str()
+                         : "",
+                  drained() ? " (backlog drained: too short!)" : "");
+    }
+    result["sustained"] = sustained;
   }
 
   std::string name = "results-" + std::to_string(n);

@@ -42,9 +42,10 @@ while [ $# -gt 0 ]; do
 done
 
 case "$preset" in
-  quick) default_sessions=1,2 default_tokens=512 questions=3 iterations=1 per=2 backlog=8 answer=4
+  quick) default_sessions=1,2 default_tokens=512 questions=3 iterations=1 per=2 backlog=8 answer=4 sustain=5
          default_model=build/models/test-micro.gguf ;;
   cpu)   default_sessions=1,2,4,8,16 default_tokens=4096 questions=12 iterations=3 per=5 backlog=100 answer=24
+         sustain=45
          default_model=models/smollm2-135m-q8_0.gguf ;;
   *) echo "presets: quick, cpu" >&2; exit 2 ;;
 esac
@@ -75,7 +76,7 @@ llama_engine=(-t "$threads" -tb "$threads" -b "$batch" -ub "$batch" -ctk "$kv_ty
 cat >"$out/settings.json" <<JSON
 {"preset": "$preset", "model": $(json_string "$model"), "threads": $threads, "batch": $batch, "flash_attn": "$fa",
  "kv_type": "$kv_type", "tokens": $tokens, "answer_tokens": $answer, "questions": $questions,
- "iterations": $iterations, "bars_per_iteration": $per, "backlog_bars": $backlog, "commit": "$commit",
+ "iterations": $iterations, "bars_per_iteration": $per, "backlog_bars": $backlog, "sustain_s": $sustain, "commit": "$commit",
  "command": $(json_string "$command"), "aoi_engine_args": $(json_string "${aoi_engine[*]}"),
  "llama_engine_args": $(json_string "${llama_engine[*]}"), "llama": $([ "$llama" = 1 ] && echo true || echo false)}
 JSON
@@ -122,7 +123,7 @@ for n in "${ns[@]}"; do
     fi
     build/bench/aoi-bench-multitenant --aoi "$aoi_url" "${llama_args[@]}" --sessions "$n" --tokens "$tokens" \
       --answer-tokens "$answer" --questions "$questions" --iterations "$iterations" --bars-per-iteration "$per" \
-      --backlog "$backlog" --out "$out" "${client_budget[@]}"
+      --backlog "$backlog" --sustain-s "$sustain" --out "$out" "${client_budget[@]}"
     stop_servers
     first=0
   done

@@ -278,13 +278,14 @@ void InferenceLoop::run_pass() {
     d.context = e.demand.context;
     if (d.priority == Priority::kInteractive || d.priority == Priority::kCompletion) last_user_ = t0;
   }
-  // Rule 6: a user's request in flight, or one within the window, puts background prefill on the budget.
+  // Rule 6: a user's request in flight, or one within the window, puts background prefill on the budget;
+  // without one, the budget is the larger one sized for throughput.
   const bool user_recent = last_user_ && t0 - *last_user_ <= params_.interactive_window;
   PlanParams pp{.n_batch = params_.n_batch,
                 .chunk_min = params_.chunk_min,
                 .chunk_max = params_.chunk_max,
                 .aging_passes = params_.aging_passes,
-                .budget_ms = user_recent ? params_.interactive_budget_ms : 0.0,
+                .budget_ms = pass_budget_ms(params_.interactive_budget_ms, user_recent, cost_),
                 .cost = &cost_};
   PassPlan plan = plan_pass(demands, pp, rr_);
   if (plan.empty()) return;

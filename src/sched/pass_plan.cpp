@@ -163,6 +163,12 @@ PassPlan plan_pass(std::span<const LaneDemand> lanes, const PlanParams& params, 
   return plan;
 }
 
+double pass_budget_ms(double budget_ms, bool user_recent, const PassCost& cost) {
+  if (budget_ms <= 0 || user_recent) return budget_ms;
+  const auto& beta = cost.coefficients();
+  return std::max(budget_ms, (beta[0] + beta[2]) / kQuietOverhead);
+}
+
 int next_wait(const LaneDemand& lane, const LaneGrant& grant, const PassPlan& plan) {
   if (lane.prefill_tokens == 0) return lane.passes_waiting;
   if (lane.priority == Priority::kBackground) {

@@ -417,7 +417,8 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
                  "while a user's request is in flight or came in the last 30 s, background prefill (ingestion, "
                  "rebuilds, flash rounds) joins a forward pass only as far as the pass is predicted to take at "
                  "most this long (a cost model fitted from the passes timed), so a question waits at most one "
-                 "such pass (0: off)")
+                 "such pass; otherwise at least this long, longer where small passes would cost throughput "
+                 "(0: off)")
       ->check(CLI::Range(0.0, 600000.0))
       ->capture_default_str();
   app.add_option("--trace-passes", o.trace_passes,

@@ -53,7 +53,7 @@ struct LoopParams {
   DraftParams draft;
   // The pass-time budget (pass_plan.h, rule 6; --interactive-budget-ms): what a pass with prefill nobody
   // waits on may take, by the fitted cost model, while a user's request is in flight or arrived within
-  // interactive_window (0: no budget).
+  // interactive_window; outside it, the larger budget pass_budget_ms sizes for throughput (0: no budget).
   double interactive_budget_ms = kDefaultInteractiveBudgetMs;
   std::chrono::milliseconds interactive_window{30'000};
   PassTrace* trace = nullptr;  // --trace-passes; outlives the loop

@@ -34,7 +34,12 @@
 //      background work still progresses under constant interactive load (one aged lane's floor per pass); a pass
 //      the budget would leave empty
 //      carries budget_floor tokens of the first lane in order (the budget cuts passes, it never stops the loop).
-//      With no user waiting, background passes take the full batch, for throughput.
+//      With no user waiting, background passes are sized for throughput rather than cut to the budget: up to
+//      the pass time at which what a pass costs whatever its rows (the cost model's fixed and per-sequence
+//      parts: the weights read once per pass) is a tenth of it, and never below the budget (pass_budget_ms).
+//      So a question after a quiet spell waits at most that one pass, not a full batch, where small passes
+//      cost the machine little (a CPU); where they would cost throughput (a large model whose weights
+//      dominate, a GPU), the quiet passes stay as large as the batch allows.
 // Cells are not this policy's business: every session and completion has a KV stream of its own, admitted
 // only when its work fits it (the service's admission), so no prefill can take another's cells.
 #pragma once
@@ -91,6 +96,13 @@ struct PassPlan {
   double predicted_ms = 0;       // what the cost model predicts for the pass (0 without one)
   bool empty() const { return n_tokens == 0; }
 };
+
+// Rule 6's budget for the next pass: `budget_ms` while a user is recent; otherwise the larger of it and the
+// pass time at which the part of a pass that does not grow with its rows (cost's fixed and per-sequence
+// coefficients) is kQuietOverhead of it, so that quiet background work keeps ~90% of the throughput of
+// unbounded passes. 0 (no budget) when budget_ms is 0.
+inline constexpr double kQuietOverhead = 0.1;
+double pass_budget_ms(double budget_ms, bool user_recent, const PassCost& cost);
 
 // A lane's passes_waiting after a pass planned as `plan` (rule 4). A background lane: served, however much
 // (the budget gives partial chunks): 0; not served: one more while interactive work or the budget held

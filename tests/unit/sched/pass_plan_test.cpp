@@ -555,16 +555,21 @@ TEST(PassBudget, AgedBackgroundWorkJoinsAQuestionsPassesOncePerAgingBoundNotEver
 
 // Seven sessions ingest without end on a simulated machine (a fixed part, rows, sequences and attention at
 // their depth, with noise), each in a window of 4K to 8K tokens (eviction keeps it there), while a question
-// arrives every 2 to 6 s of simulated time. The cost model learns the machine from the passes as the loop
-// teaches it; the budget holds from the first question on (the loop's window). Ten simulated minutes.
+// arrives every 2 to 6 s of simulated time, and every fifth after a quiet spell longer than the loop's window.
+// The cost model learns the machine from the passes as the loop teaches it, and each pass's budget is the
+// loop's (pass_budget_ms: the budget within the window, sized for throughput outside it). Ten simulated minutes.
 struct BudgetRun {
-  double worst_wait_ms = 0;       // the longest pass a question arrived during (after the first question)
-  int worst_first_row_delay = 0;  // passes from a question's arrival to its first prefill
+  double worst_wait_ms = 0;        // the longest pass a question arrived during
+  double worst_quiet_wait_ms = 0;  // the same for questions after a quiet spell
+  int worst_first_row_delay = 0;   // passes from a question's arrival to its first prefill
   std::int64_t background_tokens = 0;
   double ms = 0;  // simulated time, all passes
   int questions = 0;
+  int after_quiet = 0;
   double background_rate() const { return static_cast<double>(background_tokens) / ms; }
 };
+
+constexpr double kSimWindowMs = 30'000;  // the loop's interactive_window
 
 BudgetRun run_budget(double budget_ms, std::uint32_t seed) {
   std::mt19937 rng(seed);
@@ -587,7 +592,7 @@ BudgetRun run_budget(double budget_ms, std::uint32_t seed) {
   for (int i = 0; i < 7; ++i) lanes.push_back({prefill(Priority::kBackground, 1000 + i, 1 << 30)});
   BudgetRun run;
   double last_pass_ms = 0;
-  bool budget_on = false;
+  double last_user_ms = -1e9;
   double next_question_ms = 10'000;
   for (int pass = 0; run.ms < 600'000; ++pass) {
     if (run.ms >= next_question_ms) {
@@ -597,18 +602,22 @@ BudgetRun run_budget(double budget_ms, std::uint32_t seed) {
       q.d.context = 3000;
       lanes.push_back(q);
       // It arrived while the last pass ran.
-      if (budget_on) run.worst_wait_ms = std::max(run.worst_wait_ms, last_pass_ms);
-      budget_on = true;
+      run.worst_wait_ms = std::max(run.worst_wait_ms, last_pass_ms);
+      if (run.ms - last_user_ms > kSimWindowMs) {
+        run.worst_quiet_wait_ms = std::max(run.worst_quiet_wait_ms, last_pass_ms);
+        run.after_quiet++;
+      }
       run.questions++;
-      next_question_ms = run.ms + 2000 + static_cast<double>(rng() % 4000);
+      next_question_ms = run.ms + (run.questions % 5 == 0 ? 40'000 : 2000 + static_cast<double>(rng() % 4000));
     }
     std::vector<LaneDemand> demands;
     for (Sim& l : lanes) {
       l.d.decode_rows = l.d.prefill_tokens == 0 && l.decode_left > 0 ? 1 : 0;
       if (l.d.priority == Priority::kBackground) l.d.context = 4096 + l.done % 4096;
+      if (l.d.priority == Priority::kInteractive) last_user_ms = run.ms;
       demands.push_back(l.d);
     }
-    p.budget_ms = budget_on ? budget_ms : 0;
+    p.budget_ms = pass_budget_ms(budget_ms, run.ms - last_user_ms <= kSimWindowMs, cost);
     const PassPlan plan = plan_pass(demands, p, rr);
     PassShape shape;
     for (size_t i = 0; i < lanes.size(); ++i) {
@@ -643,15 +652,44 @@ TEST(PassBudget, AQuestionWaitsAtMostOneBudgetedPassAndBackgroundWorkGoesOn) {
     const BudgetRun with = run_budget(150, seed);
     const BudgetRun without = run_budget(0, seed);
     ASSERT_GT(with.questions, 30);
-    // Within the budget up to the model's error and the machine's noise.
+    ASSERT_GT(with.after_quiet, 3);
+    // Within the budget up to the model's error and the machine's noise, a question after a quiet spell too
+    // (on this machine a quiet pass sized for throughput is within the budget: its fixed part is small).
     EXPECT_LE(with.worst_wait_ms, 150 * 1.15) << "seed " << seed;
+    EXPECT_LE(with.worst_quiet_wait_ms, 150 * 1.15) << "seed " << seed;
     EXPECT_EQ(with.worst_first_row_delay, 0) << "a question prefills in the first pass after it arrives";
     // Negative control: without the budget the same load makes questions wait behind far longer passes.
     EXPECT_GT(without.worst_wait_ms, 3 * 150) << "seed " << seed;
+    EXPECT_GT(without.worst_quiet_wait_ms, 3 * 150) << "seed " << seed;
     // Background work still progresses, at most of the rate it has without the budget.
     EXPECT_GT(with.background_rate(), 0.9 * without.background_rate()) << "seed " << seed;
     RecordProperty("worst_wait_ms_" + std::to_string(seed), static_cast<int>(with.worst_wait_ms));
   }
+}
+
+// Outside the window the budget grows to where a pass's fixed cost is a tenth of it: on a machine where that is
+// small it stays the budget (quiet passes are cut as busy ones), on one whose passes cost most whatever their
+// rows (a large model's weights read per pass) it lets quiet passes take the whole batch.
+TEST(PassBudget, QuietPassesAreSizedForThroughput) {
+  std::mt19937 rng(7);
+  const auto teach = [&](PassCost& cost, double fixed, double per_row, double per_seq) {
+    for (int i = 0; i < 200; ++i) {
+      PassShape s;
+      const int seqs = 1 + static_cast<int>(rng() % 4);
+      for (int k = 0; k < seqs; ++k) s.add_run(1 + static_cast<int>(rng() % 128), 0, true);
+      cost.observe(s, fixed + per_row * s.rows + per_seq * s.seqs);
+    }
+  };
+  PassCost small;
+  teach(small, 4, 0.9, 0.6);
+  EXPECT_DOUBLE_EQ(pass_budget_ms(150, false, small), 150) << "(4 + 0.6) / 0.1 = 46 ms is under the budget";
+  EXPECT_DOUBLE_EQ(pass_budget_ms(150, true, small), 150);
+  PassCost heavy;
+  teach(heavy, 400, 0.5, 10);
+  EXPECT_NEAR(pass_budget_ms(150, false, heavy), (400 + 10) / kQuietOverhead, 1);
+  EXPECT_DOUBLE_EQ(pass_budget_ms(150, true, heavy), 150) << "a recent user gets the budget whatever it costs";
+  EXPECT_DOUBLE_EQ(pass_budget_ms(0, false, heavy), 0) << "0: no budget at all";
+  EXPECT_DOUBLE_EQ(pass_budget_ms(150, false, PassCost{}), 150) << "an untaught model: the budget";
 }
 
 // ---- Rule 5: turns on one session's sequence (precedence by role, aging in turns, flash pins, waiters for a
