@@ -47,6 +47,13 @@ const char* kv_type_name(KvType type) {
   return "?";
 }
 
+std::optional<KvType> kv_type_from_name(std::string_view name) {
+  for (KvType t : {KvType::kF32, KvType::kF16, KvType::kBF16, KvType::kQ8_0, KvType::kQ4_0}) {
+    if (name == kv_type_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
 const char* decode_outcome_name(DecodeOutcome outcome) {
   switch (outcome) {
     case DecodeOutcome::kOk: return "ok";

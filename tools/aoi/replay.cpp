@@ -72,6 +72,8 @@ service::ServiceParams service_params(const ReplayOptions& o) {
   p.context.n_threads = o.threads;
   p.context.n_threads_batch = o.threads;
   p.context.flash_attn = o.flash_attn ? engine::FlashAttn::kOn : engine::FlashAttn::kOff;
+  p.context.type_k = o.type_k;
+  p.context.type_v = o.type_v;
   p.max_sessions = 1;
   p.pool_slots = 0;
   p.max_flash = 0;
@@ -81,7 +83,8 @@ service::ServiceParams service_params(const ReplayOptions& o) {
   return p;
 }
 
-std::string settings_text(const ReplayOptions& o, const std::string& model_description) {
+std::string settings_text(const ReplayOptions& o, const std::string& model_description,
+                          std::uint64_t kv_bytes_per_token) {
   const service::ServiceParams p = service_params(o);
   const engine::ContextParams& c = p.context;
   const std::string model_name = std::filesystem::path(o.model).filename().string();
@@ -90,9 +93,10 @@ std::string settings_text(const ReplayOptions& o, const std::string& model_descr
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 "model %s (%s), threads %d for decode and %d for prefill, batch %u, ubatch %u, KV cache K %s V %s "
-                "(%u cells), flash attention %s, %s",
+                "(%u cells, %llu bytes a token), flash attention %s, %s",
                 model_name.c_str(), model_description.c_str(), c.n_threads, c.n_threads_batch, c.n_batch, c.n_ubatch,
                 engine::kv_type_name(c.type_k), engine::kv_type_name(c.type_v), c.n_ctx,
+                static_cast<unsigned long long>(kv_bytes_per_token),
                 c.flash_attn == engine::FlashAttn::kOn ? "on" : "off", where.c_str());
   return buf;
 }
@@ -297,6 +301,7 @@ std::string one_line(std::string s) {
 
 int run_replay(const ReplayOptions& o) {
   std::string description;
+  std::uint64_t kv_bytes = 0;
   {
     // Only for the description; freed before the modes run.
     auto model = engine::Model::load({o.model});
@@ -305,8 +310,9 @@ int run_replay(const ReplayOptions& o) {
       return 1;
     }
     description = (*model)->description();
+    kv_bytes = engine::kv_bytes_per_token(**model, service_params(o).context);
   }
-  const std::string settings = settings_text(o, description);
+  const std::string settings = settings_text(o, description, kv_bytes);
   std::printf("aoi replay: %s; eviction %s; %d timed runs per question after a warm-up\n", settings.c_str(),
               session::eviction_policy_name(o.eviction), o.repeats);
   std::map<session::SessionMode, ModeRun> runs;

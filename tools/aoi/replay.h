@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "aoi/engine/types.h"
 #include "aoi/session/session_config.h"
 
 namespace aoi::cli {
@@ -21,6 +22,8 @@ struct ReplayOptions {
   int threads = 2;
   int batch_size = 512;
   bool flash_attn = false;
+  engine::KvType type_k = engine::KvType::kF16;
+  engine::KvType type_v = engine::KvType::kF16;
   int retention_tokens = 0;  // 0: larger than the last checkpoint
   session::EvictionPolicy eviction = session::EvictionPolicy::kRecompute;
   std::vector<session::SessionMode> modes = {session::SessionMode::kStateful, session::SessionMode::kNaive};

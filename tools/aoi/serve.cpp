@@ -33,14 +33,6 @@
 namespace aoi::cli {
 namespace {
 
-engine::KvType kv_type(const std::string& name) {
-  if (name == "f32") return engine::KvType::kF32;
-  if (name == "bf16") return engine::KvType::kBF16;
-  if (name == "q8_0") return engine::KvType::kQ8_0;
-  if (name == "q4_0") return engine::KvType::kQ4_0;
-  return engine::KvType::kF16;
-}
-
 // --host: an address as it is, a name (localhost, a host name) as its first IPv4 address, else its first IPv6
 // one: the server binds one address.
 Result<std::string> resolve_host(const std::string& host) {
@@ -241,8 +233,9 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   sp.context.n_ubatch = static_cast<std::uint32_t>(o.ubatch_size > 0 ? o.ubatch_size : o.batch_size);
   sp.context.n_threads = threads;
   sp.context.n_threads_batch = o.threads_batch > 0 ? o.threads_batch : threads;
-  sp.context.type_k = kv_type(o.cache_type_k);
-  sp.context.type_v = kv_type(o.cache_type_v);
+  // (The flags' checks took only these names.)
+  sp.context.type_k = engine::kv_type_from_name(o.cache_type_k).value_or(engine::KvType::kF16);
+  sp.context.type_v = engine::kv_type_from_name(o.cache_type_v).value_or(engine::KvType::kF16);
   sp.context.flash_attn = o.flash_attn == "on"     ? engine::FlashAttn::kOn
                           : o.flash_attn == "auto" ? engine::FlashAttn::kAuto
                                                    : engine::FlashAttn::kOff;

@@ -16,7 +16,7 @@ struct ServeOptions {
   std::string alias;  // the name /v1/models reports (default: the file name)
   // A built-in name or a file (checked when parsed); empty: the model's own, else ChatML.
   std::string chat_template;
-  bool jinja = false;  // every chat request rendered as Jinja (requests with tools always are)
+  bool jinja = false;              // every chat request rendered as Jinja (requests with tools always are)
   std::string host = "127.0.0.1";  // an address or a name (resolved when the server starts)
   int port = 8080;
   int ctx_size = 0;         // KV cells in all; 0: ctx_per_session per sequence, else 4096

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "aoi/common/error.h"
@@ -118,6 +120,8 @@ class Context {
 const char* decode_outcome_name(DecodeOutcome outcome);
 // "f32", "f16", "bf16", "q8_0", "q4_0": llama.cpp's names, as the servers' --cache-type flags take them.
 const char* kv_type_name(KvType type);
+// The type of such a name; nullopt for another name.
+std::optional<KvType> kv_type_from_name(std::string_view name);
 
 // KV cache bytes one token occupies with these cache types (all layers, K and V).
 std::uint64_t kv_bytes_per_token(const Model& model, const ContextParams& params);
