@@ -143,6 +143,10 @@ def report(out):
             bound = r8["idle"]["p50_ms"] + 1.5 * b
             checks.append((f"question p99 while 7 neighbours ingest <= idle p50 + 1.5 x the budget ({fmt(b)} ms)",
                            ld["p99_ms"] <= bound, f"{ld['p99_ms']:.0f} ms against {bound:.0f} ms"))
+            if unbudgeted:
+                a, z = r8["ingest"]["tokens_per_s"], unbudgeted["ingest"]["tokens_per_s"]
+                checks.append(("all 8 ingesting at once, no question asked, with the budget = without (within 10%)",
+                               abs(a / z - 1) <= 0.1, f"{a / z:.2f}x ({a:.0f} against {z:.0f} tokens/s)"))
             su, su0 = r8.get("sustained"), unbudgeted.get("sustained") if unbudgeted else None
             if su:
                 a = su["asking"]
