@@ -70,15 +70,16 @@ stage "AddressSanitizer + UndefinedBehaviorSanitizer build"
 # The sanitizer builds take the test models the release build made (see tests/CMakeLists.txt).
 models="$root/build/models"
 scripts/build.sh build-asan -DAOI_SANITIZE_ADDRESS=ON -DAOI_BUILD_BENCH=OFF \
-  -DAOI_TEST_MODELS_FROM="$models"
+  -DAOI_TEST_MODELS_FROM="$models" "-DAOI_TEST_LABELS=unit;threads"
 stage "AddressSanitizer + UndefinedBehaviorSanitizer tests"
 scripts/check-skips.py --labels build-asan unit integration
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_ctest build-asan asan -j"$jobs" -LE families
 
 stage "ThreadSanitizer build"
+# Only the test binaries this stage runs (label threads) are built.
 scripts/build.sh build-tsan -DAOI_SANITIZE_THREAD=ON -DAOI_BUILD_BENCH=OFF \
-  -DAOI_TEST_MODELS_FROM="$models"
+  -DAOI_TEST_MODELS_FROM="$models" -DAOI_TEST_LABELS=threads
 stage "ThreadSanitizer tests"
 scripts/check-skips.py --labels build-tsan threads
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
