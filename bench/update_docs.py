@@ -179,6 +179,19 @@ fast the neighbours ingested meanwhile, against the same question beside idle ne
 (docs/api.md) shows where such a question's time goes, pass by pass.
 
 """),
+    "kv": ("## Sessions on disk", """### What a quantized KV cache buys
+
+```sh
+bench/kv/run.sh
+bench/update_docs.py kv bench-out/kv/report.md
+```
+
+One session on this CPU, as `aoi replay` streams it (above), once per KV cache setting: F16 (aoi's default, with
+and without flash attention), keys in Q8_0, keys and values in Q8_0, and both in Q4_0 (llama.cpp quantizes
+values only with flash attention). The KV bytes a token come from the model's shape and the cache types;
+the latency is a question's at each depth, answered on the session's state.
+
+"""),
     "cluster": ("## Stateless endpoints", """## More than one aoi: a cluster on NATS JetStream
 
 ```sh

@@ -78,6 +78,8 @@ int main(int argc, char** argv) {
   rp->add_option("--repeats", replay.repeats, "timed runs of each question after a warm-up (the median is kept)")
       ->check(CLI::Range(1, 99));
   rp->add_option("--csv", replay.csv, "write the measurements as CSV (every timed run)");
+  rp->add_option("--json", replay.json,
+                 "write the settings, the ingestion rate and each checkpoint's medians and answers as JSON");
   rp->add_option("--markdown", replay.markdown, "write the docs' table (commit, settings, medians) to this file");
   rp->add_option("--commit", replay.commit, "the commit the table names (default: $AOI_BENCH_COMMIT)");
   rp->add_option("--command", replay.command, "the command the table names (default: this one)");
@@ -143,7 +145,8 @@ int main(int argc, char** argv) {
     if (replay.commit.empty()) {
       if (const char* commit = std::getenv("AOI_BENCH_COMMIT")) replay.commit = commit;
     }
-    if (replay.command.empty()) replay.command = command_line(argc, argv, {"--markdown", "--commit", "--csv"});
+    if (replay.command.empty())
+      replay.command = command_line(argc, argv, {"--markdown", "--commit", "--csv", "--json"});
     replay.modes.clear();
     for (const auto& m : modes) {
       replay.modes.push_back(m == "naive" ? aoi::session::SessionMode::kNaive : aoi::session::SessionMode::kStateful);

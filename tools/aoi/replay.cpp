@@ -5,6 +5,7 @@
 #include "replay.h"
 
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -355,6 +356,47 @@ int run_replay(const ReplayOptions& o) {
     out << table;
     if (!out) {
       spdlog::error("cannot write {}", o.markdown);
+      return 1;
+    }
+  }
+  if (!o.json.empty()) {
+    // One object for scripts that put several runs side by side (bench/kv).
+    nlohmann::json checkpoints = nlohmann::json::array();
+    for (size_t i = 0; i < any.measurements.size(); ++i) {
+      const Measurement& m = any.measurements[i];
+      nlohmann::json c = {{"checkpoint", m.checkpoint},
+                          {"context_tokens", m.context_tokens},
+                          {"records", m.records},
+                          {"question", m.question}};
+      for (const auto& [mode, run] : runs) {
+        if (i >= run.measurements.size()) continue;
+        const Measurement& r = run.measurements[i];
+        c[session::session_mode_name(mode)] = {{"ms", r.ms},
+                                               {"runs_ms", r.runs_ms},
+                                               {"answer", r.answer},
+                                               {"tokens", r.tokens},
+                                               {"runs_agree", r.runs_agree}};
+      }
+      checkpoints.push_back(std::move(c));
+    }
+    const service::ServiceParams p = service_params(o);
+    nlohmann::json out = {{"commit", o.commit},
+                          {"command", o.command},
+                          {"settings", settings},
+                          {"cache_type_k", engine::kv_type_name(p.context.type_k)},
+                          {"cache_type_v", engine::kv_type_name(p.context.type_v)},
+                          {"flash_attn", o.flash_attn},
+                          {"kv_bytes_per_token", kv_bytes},
+                          {"repeats", o.repeats},
+                          {"ingest_tokens_per_s", stateful && stateful->ingest_ms > 0
+                                                      ? nlohmann::json(static_cast<double>(stateful->tokens_ingested) /
+                                                                       (stateful->ingest_ms / 1000))
+                                                      : nlohmann::json(nullptr)},
+                          {"checkpoints", checkpoints}};
+    std::ofstream file(o.json);
+    file << out.dump(2) << "\n";
+    if (!file) {
+      spdlog::error("cannot write {}", o.json);
       return 1;
     }
   }

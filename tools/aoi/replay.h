@@ -31,6 +31,7 @@ struct ReplayOptions {
   // is kept. Stateful: asked again on the same state (a question leaves nothing behind); naive: recomputed.
   int repeats = 3;
   std::string csv;
+  std::string json;      // the settings, the ingestion rate and each checkpoint's medians and answers, as JSON
   std::string markdown;  // the docs' table (settings, commit) goes to this file too; empty: stdout only
   std::string commit;    // the commit named in the table (bench/replay/run.sh gives it)
   std::string command;   // the command named in the table
