@@ -163,6 +163,9 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
   auto fingerprint = file_fingerprint(params.path);
   if (!fingerprint) return fingerprint.error();
   m->fingerprint_ = std::move(fingerprint).value();
+  // The model's own template, and whether llama.cpp applies it (a probe rendering: decided once).
+  const std::optional<std::string> own = params.chat_template ? std::nullopt : m->chat_template();
+  const bool own_applies = own && can_apply(*own);
   if (params.chat_template) {
     if (!can_apply(params.chat_template->text)) {
       if (!params.jinja || params.chat_template->source != ChatTemplate::Source::kFile) {
@@ -175,10 +178,9 @@ Result<std::unique_ptr<Model>> Model::load(const ModelParams& params) {
       m->renders_with_jinja_ = true;
     }
     m->chat_template_in_use_ = params.chat_template;
-  } else if (auto own = m->chat_template();
-             own && (can_apply(*own) || params.jinja || params.chat_template_fallback.empty())) {
-    m->renders_with_jinja_ = params.jinja && !can_apply(*own);
-    m->chat_template_in_use_ = ChatTemplate{ChatTemplate::Source::kModel, "", std::move(*own)};
+  } else if (own && (own_applies || params.jinja || params.chat_template_fallback.empty())) {
+    m->renders_with_jinja_ = params.jinja && !own_applies;
+    m->chat_template_in_use_ = ChatTemplate{ChatTemplate::Source::kModel, "", *own};
   } else if (!params.chat_template_fallback.empty()) {
     // What llama-server does too: a chat model whose file lacks its template is most often a ChatML one.
     m->chat_template_in_use_ =
