@@ -142,7 +142,7 @@ Result<service::QueryRequest> parse_query(const nlohmann::json& body, AnswerForm
   Fields f(body);
   auto question = f.string("question");
   if (!question) return question.error();
-  if (!*question) return Error::invalid("question", "a question is needed");
+  if (!*question || (*question)->empty()) return Error::invalid("question", "a question is needed");
   q.question = **question;
   auto max_tokens = f.integer("max_tokens", 0, 1 << 20);
   if (!max_tokens) return max_tokens.error();
@@ -283,7 +283,7 @@ Result<service::AddFlash> parse_flash(const json& body) {
   service::AddFlash out;
   auto question = f.string("question");
   if (!question) return question.error();
-  if (!*question) return Error::invalid("question", "a question is needed");
+  if (!*question || (*question)->empty()) return Error::invalid("question", "a question is needed");
   out.question = **question;
   auto max_tokens = f.integer("max_tokens", 1, service::kMaxFlashTokens);
   if (!max_tokens) return max_tokens.error();

@@ -58,6 +58,7 @@ void check_query(const json& body, const std::string& where) {
   const auto q = aoi::server::parse_query(body, form);
   if (refused_well(q, where)) return;
   check_generation(q->generation, 0, 5.0, where);
+  FUZZ_CHECK(!q->question.empty(), where + ": question");
   FUZZ_CHECK(q->wait_timeout.count() >= 0 && q->wait_timeout.count() <= 3600 * 1000, where + ": wait_ms");
   FUZZ_CHECK(!q->min_seq || *q->min_seq > 0, where + ": min_seq");
 }

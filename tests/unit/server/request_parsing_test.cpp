@@ -126,6 +126,18 @@ TEST(RequestBodies, AFloatJustPastTheLargestIntegerIsRefusedNotConverted) {
   EXPECT_EQ(largest_float->min_seq, 9223372036854774784u);
 }
 
+TEST(RequestBodies, AnEmptyQuestionIsRefusedNamingIt) {
+  // A flash query of "" was registered: every round then answered the session's prompt with no question in it.
+  AnswerForm form;
+  const auto query = parse_query(nlohmann::json::parse(R"({"question":""})"), form);
+  ASSERT_FALSE(query);
+  EXPECT_EQ(query.error().field, "question");
+  const auto flash = parse_flash(nlohmann::json::parse(R"({"question":"","max_tokens":3})"));
+  ASSERT_FALSE(flash);
+  EXPECT_EQ(flash.error().field, "question");
+  EXPECT_TRUE(parse_flash(nlohmann::json::parse(R"({"question":" "})")));
+}
+
 TEST(RequestBodies, TextLinesOfCarriageReturnsAreBlank) {
   // "\r\r\n" was a record of one "\r", which the session then refused as empty, failing the whole push.
   const auto records = parse_records_text("\r\r\nprice 1\r\n \t\r\n\r\nprice 2\n");
