@@ -186,9 +186,9 @@ bench/kv/run.sh
 bench/update_docs.py kv bench-out/kv/report.md
 ```
 
-One session on this CPU, as `aoi replay` streams it (above), once per KV cache setting: F16 (aoi's default, with
-and without flash attention), keys in Q8_0, keys and values in Q8_0, and both in Q4_0 (llama.cpp quantizes
-values only with flash attention). The KV bytes a token come from the model's shape and the cache types;
+One session on this CPU, as `aoi replay` streams it (above), once per KV cache setting: F16 (with and without
+flash attention), keys in Q8_0 (aoi's default since this measurement), keys and values in Q8_0, and both in Q4_0
+(llama.cpp quantizes values only with flash attention). The KV bytes a token come from the model's shape and the cache types;
 the latency is a question's at each depth, answered on the session's state.
 
 """),

@@ -78,17 +78,23 @@ std::int64_t head_size(const llama_model* m, const char* which) {
   return llama_model_n_embd(m) / std::max(1, llama_model_n_head(m));
 }
 
-// A quantized cache stores each head's row in blocks: llama.cpp aborts on a head that is not whole blocks.
-Status check_cache_type(const llama_model* m, KvType type, const char* which, const char* field) {
+}  // namespace
+
+Status check_kv_type(const Model& model, KvType type, KvRole role, FlashAttn flash_attn) {
+  const bool keys = role == KvRole::kKeys;
+  const char* field = keys ? "cache_type_k" : "cache_type_v";
+  const bool quantized = type == KvType::kQ8_0 || type == KvType::kQ4_0;
+  if (quantized && !keys && flash_attn == FlashAttn::kOff) {
+    return Error::invalid(field, "a quantized V cache needs flash attention");
+  }
+  // llama.cpp aborts on a head that is not whole blocks.
   const std::int64_t block = ggml_blck_size(to_ggml(type));
-  const std::int64_t size = head_size(m, which);
+  const std::int64_t size = head_size(model.raw(), keys ? "key_length" : "value_length");
   if (size % block == 0) return {};
   return Error::invalid(field, std::string("a ") + ggml_type_name(to_ggml(type)) +
                                    " cache needs attention heads of a multiple of " + std::to_string(block) +
                                    " values; this model's are " + std::to_string(size));
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Context>> Context::create(Model& model, const ContextParams& params) {
   if (params.n_ctx == 0 || params.n_batch == 0 || params.n_seq_max == 0) {
@@ -98,12 +104,9 @@ Result<std::unique_ptr<Context>> Context::create(Model& model, const ContextPara
     return Error::invalid("max_sessions",
                           "at most " + std::to_string(llama_max_parallel_sequences()) + " sequences per context");
   }
-  const bool quantized_v = params.type_v == KvType::kQ8_0 || params.type_v == KvType::kQ4_0;
-  if (quantized_v && params.flash_attn == FlashAttn::kOff) {
-    return Error::invalid("cache_type_v", "a quantized V cache needs flash attention");
+  for (auto [type, role] : {std::pair{params.type_k, KvRole::kKeys}, std::pair{params.type_v, KvRole::kValues}}) {
+    if (Status s = check_kv_type(model, type, role, params.flash_attn); !s) return s.error();
   }
-  if (Status s = check_cache_type(model.raw(), params.type_k, "key_length", "cache_type_k"); !s) return s.error();
-  if (Status s = check_cache_type(model.raw(), params.type_v, "value_length", "cache_type_v"); !s) return s.error();
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = params.n_ctx;
   cp.n_batch = params.n_batch;

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "aoi/engine/context.h"
 #include "aoi/engine/model.h"
 #include "aoi/version.h"
 
@@ -261,6 +262,12 @@ std::string Metrics::render(const service::ServiceStats& st, const std::vector<s
   header(out, "aoi_kv_cells_per_sequence", "gauge",
          "Cells of each sequence's stream: what one session or completion may hold.");
   sample(out, "aoi_kv_cells_per_sequence", "", st.kv_cells_per_seq);
+  header(out, "aoi_kv_cache_bytes_per_token", "gauge",
+         "KV cache bytes one token occupies (all layers, K and V), by the cache's element types.");
+  sample(out, "aoi_kv_cache_bytes_per_token",
+         std::string("type_k=\"") + engine::kv_type_name(st.kv_type_k) + "\",type_v=\"" +
+             engine::kv_type_name(st.kv_type_v) + "\"",
+         st.kv_bytes_per_token);
   header(out, "aoi_sessions", "gauge", "Live sessions.");
   sample(out, "aoi_sessions", "", st.sessions);
   header(out, "aoi_sessions_by_residency", "gauge",

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <future>
 
 #include "aoi/engine/sampling.h"
 #include "aoi/sched/prefix_groups.h"
+#include "durability/kv_cache_types.h"
 #include "durability/persistence.h"
 #include "durability/session_codec.h"
 #include "loop/completion_lane.h"
@@ -87,6 +89,12 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   if (!model) return model.error();
   s->model_ = std::move(model).value();
   engine::ContextParams cp = s->params_.context;
+  const std::filesystem::path data_dir = s->params_.store.data_dir;
+  const KvCacheChoice kv = choose_kv_cache_types(
+      s->params_.kv_cache, data_dir.empty() ? std::nullopt : read_kv_cache_types(data_dir), *s->model_, cp.flash_attn);
+  cp.type_k = kv.types.k;
+  cp.type_v = kv.types.v;
+  s->kv_cache_choice_ = kv.described;
   // A stream per sequence: what one session holds never costs another's questions anything
   // (docs/benchmarks.md, isolation).
   cp.n_seq_max = static_cast<std::uint32_t>(seqs->total());
@@ -100,6 +108,10 @@ Result<std::unique_ptr<Service>> Service::start(ServiceParams params) {
   if (!ctx) return ctx.error();
   s->ctx_ = std::move(ctx).value();
   s->cells_per_seq_ = static_cast<int>(s->ctx_->n_ctx_seq());
+  // Kept before any snapshot is: from now on the directory's snapshots are made of these types.
+  if (!data_dir.empty()) {
+    if (Status st = write_kv_cache_types(data_dir, kv.types); !st) return st.error();
+  }
   s->forward_ = std::make_unique<ContextForward>(*s->ctx_);
   auto state = std::make_unique<InferenceState>(s->params_, *s->ctx_, *seqs, s->persistence_.get());
   sched::LoopParams lp = s->params_.loop;
@@ -838,6 +850,10 @@ ServiceStats Service::stats() const {
   st.kv_cells_total = static_cast<int>(ctx_->n_ctx());
   st.kv_cells_used = state.cells_used();
   st.kv_cells_per_seq = cells_per_seq_;
+  st.kv_type_k = ctx_->params().type_k;
+  st.kv_type_v = ctx_->params().type_v;
+  st.kv_cache_choice = kv_cache_choice_;
+  st.kv_bytes_per_token = engine::kv_bytes_per_token(*model_, ctx_->params());
   st.devices = model_->device_names();
   st.backend_sampling = ctx_->backend_sampling();
   st.loop = loop_->stats();

@@ -81,6 +81,8 @@ test('a pasted llama-server command line serves, with both keys, and says what e
     expectStatus(await get(server, '/v1/sessions', { key: null }), 401);
     const metrics = await get(server, '/metrics', { key: 'b' });
     expectStatus(metrics, 200);
+    assert.match(logs, /KV cache k=q8_0 \(asked for\) v=q8_0 \(asked for\)/);
+    assert.match(metrics.text, /^aoi_kv_cache_bytes_per_token\{type_k="q8_0",type_v="q8_0"\} \d+/m);
     expectStatus(await get(server, '/', { key: null }), 200);  // the dashboard, without --no-webui
   } finally {
     await stopped(server);
@@ -131,6 +133,8 @@ test('llama-server\'s LLAMA_ARG_ variables take effect; --ctx-per-session sizes 
     assert.match(server.logs(), /each of 2 sessions gets 1024 cells .*each of 3 completion slots 1024, each of 1 spares 1024 .*: 6 sequences, 6144 cells/);
     assert.match(server.logs(), /, 1 threads \(1 for batches\)/);
     assert.doesNotMatch(server.logs(), /KV cache in all, split/);
+    // No -ctk/-ctv: keys in Q8_0 where the model's heads allow it (copy-micro's do).
+    assert.match(server.logs(), /KV cache k=q8_0 \(the default\) v=f16 \(the default\)/);
     expectStatus(await get(server, '/v1/sessions', { key: 'k2' }), 200);
     expectStatus(await get(server, '/v1/sessions', { key: 'k3' }), 401);
     expectStatus(await get(server, '/', { key: 'k1' }), 404);  // LLAMA_ARG_NO_UI: no dashboard

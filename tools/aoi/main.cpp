@@ -67,9 +67,10 @@ int main(int argc, char** argv) {
   rp->add_option("-t,--threads", replay.threads, "CPU threads")->check(CLI::PositiveNumber);
   rp->add_option("-b,--batch-size", replay.batch_size, "tokens per forward pass")->check(CLI::PositiveNumber);
   rp->add_option("--flash-attn", flash_attn, "flash attention")->check(CLI::IsMember({"on", "off"}));
-  std::string cache_type_k = "f16", cache_type_v = "f16";
+  std::string cache_type_k, cache_type_v;
   const auto kv_types = CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"});
-  rp->add_option("--cache-type-k", cache_type_k, "KV cache type of K")->check(kv_types);
+  rp->add_option("--cache-type-k", cache_type_k, "KV cache type of K (default: aoi serve's for the model)")
+      ->check(kv_types);
   rp->add_option("--cache-type-v", cache_type_v, "KV cache type of V (quantized: needs --flash-attn on)")
       ->check(kv_types);
   rp->add_option("--retention-tokens", replay.retention_tokens, "Region 1 window (default: above the last checkpoint)");
@@ -140,8 +141,7 @@ int main(int argc, char** argv) {
     replay.eviction =
         eviction == "shift" ? aoi::session::EvictionPolicy::kShift : aoi::session::EvictionPolicy::kRecompute;
     replay.flash_attn = flash_attn == "on";
-    replay.type_k = aoi::engine::kv_type_from_name(cache_type_k).value_or(aoi::engine::KvType::kF16);
-    replay.type_v = aoi::engine::kv_type_from_name(cache_type_v).value_or(aoi::engine::KvType::kF16);
+    replay.kv_cache = {aoi::engine::kv_type_from_name(cache_type_k), aoi::engine::kv_type_from_name(cache_type_v)};
     if (replay.commit.empty()) {
       if (const char* commit = std::getenv("AOI_BENCH_COMMIT")) replay.commit = commit;
     }

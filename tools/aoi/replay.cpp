@@ -73,8 +73,7 @@ service::ServiceParams service_params(const ReplayOptions& o) {
   p.context.n_threads = o.threads;
   p.context.n_threads_batch = o.threads;
   p.context.flash_attn = o.flash_attn ? engine::FlashAttn::kOn : engine::FlashAttn::kOff;
-  p.context.type_k = o.type_k;
-  p.context.type_v = o.type_v;
+  p.kv_cache = o.kv_cache;
   p.max_sessions = 1;
   p.pool_slots = 0;
   p.max_flash = 0;
@@ -84,6 +83,7 @@ service::ServiceParams service_params(const ReplayOptions& o) {
   return p;
 }
 
+// `o`'s cache types are resolved (run_replay).
 std::string settings_text(const ReplayOptions& o, const std::string& model_description,
                           std::uint64_t kv_bytes_per_token) {
   const service::ServiceParams p = service_params(o);
@@ -96,7 +96,7 @@ std::string settings_text(const ReplayOptions& o, const std::string& model_descr
                 "model %s (%s), threads %d for decode and %d for prefill, batch %u, ubatch %u, KV cache K %s V %s "
                 "(%u cells, %llu bytes a token), flash attention %s, %s",
                 model_name.c_str(), model_description.c_str(), c.n_threads, c.n_threads_batch, c.n_batch, c.n_ubatch,
-                engine::kv_type_name(c.type_k), engine::kv_type_name(c.type_v), c.n_ctx,
+                engine::kv_type_name(*o.kv_cache.k), engine::kv_type_name(*o.kv_cache.v), c.n_ctx,
                 static_cast<unsigned long long>(kv_bytes_per_token),
                 c.flash_attn == engine::FlashAttn::kOn ? "on" : "off", where.c_str());
   return buf;
@@ -300,18 +300,26 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
-int run_replay(const ReplayOptions& o) {
+int run_replay(const ReplayOptions& options) {
+  ReplayOptions o = options;
   std::string description;
   std::uint64_t kv_bytes = 0;
   {
-    // Only for the description; freed before the modes run.
+    // Only for the description and the cache types both modes use; freed before the modes run.
     auto model = engine::Model::load({o.model});
     if (!model) {
       spdlog::error("{}", model.error().message);
       return 1;
     }
     description = (*model)->description();
-    kv_bytes = engine::kv_bytes_per_token(**model, service_params(o).context);
+    const service::ServiceParams p = service_params(o);
+    const service::KvCacheTypes kv =
+        service::choose_kv_cache_types(o.kv_cache, std::nullopt, **model, p.context.flash_attn).types;
+    o.kv_cache = {kv.k, kv.v};
+    engine::ContextParams c = p.context;
+    c.type_k = kv.k;
+    c.type_v = kv.v;
+    kv_bytes = engine::kv_bytes_per_token(**model, c);
   }
   const std::string settings = settings_text(o, description, kv_bytes);
   std::printf("aoi replay: %s; eviction %s; %d timed runs per question after a warm-up\n", settings.c_str(),
@@ -379,12 +387,11 @@ int run_replay(const ReplayOptions& o) {
       }
       checkpoints.push_back(std::move(c));
     }
-    const service::ServiceParams p = service_params(o);
     nlohmann::json out = {{"commit", o.commit},
                           {"command", o.command},
                           {"settings", settings},
-                          {"cache_type_k", engine::kv_type_name(p.context.type_k)},
-                          {"cache_type_v", engine::kv_type_name(p.context.type_v)},
+                          {"cache_type_k", engine::kv_type_name(*o.kv_cache.k)},
+                          {"cache_type_v", engine::kv_type_name(*o.kv_cache.v)},
                           {"flash_attn", o.flash_attn},
                           {"kv_bytes_per_token", kv_bytes},
                           {"repeats", o.repeats},

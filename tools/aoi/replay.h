@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "aoi/engine/types.h"
+#include "aoi/service/service_params.h"
 #include "aoi/session/session_config.h"
 
 namespace aoi::cli {
@@ -22,9 +23,8 @@ struct ReplayOptions {
   int threads = 2;
   int batch_size = 512;
   bool flash_attn = false;
-  engine::KvType type_k = engine::KvType::kF16;
-  engine::KvType type_v = engine::KvType::kF16;
-  int retention_tokens = 0;  // 0: larger than the last checkpoint
+  service::KvCacheRequest kv_cache;  // a type not given: aoi serve's default for this model
+  int retention_tokens = 0;          // 0: larger than the last checkpoint
   session::EvictionPolicy eviction = session::EvictionPolicy::kRecompute;
   std::vector<session::SessionMode> modes = {session::SessionMode::kStateful, session::SessionMode::kNaive};
   // Timed runs of each question at each checkpoint, after one untimed warm-up question per mode; the median

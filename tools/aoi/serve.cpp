@@ -234,8 +234,8 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   sp.context.n_threads = threads;
   sp.context.n_threads_batch = o.threads_batch > 0 ? o.threads_batch : threads;
   // (The flags' checks took only these names.)
-  sp.context.type_k = engine::kv_type_from_name(o.cache_type_k).value_or(engine::KvType::kF16);
-  sp.context.type_v = engine::kv_type_from_name(o.cache_type_v).value_or(engine::KvType::kF16);
+  sp.kv_cache.k = engine::kv_type_from_name(o.cache_type_k);
+  sp.kv_cache.v = engine::kv_type_from_name(o.cache_type_v);
   sp.context.flash_attn = o.flash_attn == "on"     ? engine::FlashAttn::kOn
                           : o.flash_attn == "auto" ? engine::FlashAttn::kAuto
                                                    : engine::FlashAttn::kOff;
@@ -304,11 +304,11 @@ int run_serve(const ServeOptions& o, const std::vector<std::string>& warnings) {
   log::status(stdout,
               "aoi: context: each of %d sessions gets %d cells (system text, data window and questions), each of %d "
               "completion slots %d, each of %d spares %d (recompute eviction rebuilds windows there): %d sequences, "
-              "%d cells, %.0f MB\n",
+              "%d cells, %.0f MB, KV cache %s\n",
               layout.sessions, per_seq, layout.pool, per_seq, layout.spares, per_seq, layout.total(),
               stats.kv_cells_total,
-              static_cast<double>(stats.kv_cells_total) *
-                  static_cast<double>(engine::kv_bytes_per_token(model, sp.context)) / 1e6);
+              static_cast<double>(stats.kv_cells_total) * static_cast<double>(stats.kv_bytes_per_token) / 1e6,
+              stats.kv_cache_choice.c_str());
   log::status(stdout,
               "aoi: completions: prefix cache %s, response cache %zu answers%s, prompt-lookup drafts of up to %d "
               "tokens (a pass's fixed cost: %.1f rows)\n",

@@ -300,8 +300,13 @@ void add_serve_options(CLI::App& app, ServeOptions& o, RawArgs& raw) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   const auto kv_types = CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0"});
-  app.add_option("--cache-type-k", o.cache_type_k, "-ctk: KV cache type of K")->check(kv_types)->capture_default_str();
-  app.add_option("--cache-type-v", o.cache_type_v, "-ctv: KV cache type of V")->check(kv_types)->capture_default_str();
+  app.add_option("--cache-type-k", o.cache_type_k,
+                 "-ctk: KV cache type of K (default: the data directory's, else q8_0 where the model's attention "
+                 "heads allow it, else f16)")
+      ->check(kv_types);
+  app.add_option("--cache-type-v", o.cache_type_v,
+                 "-ctv: KV cache type of V (default: the data directory's, else f16; quantized needs -fa on)")
+      ->check(kv_types);
   app.add_option("--flash-attn", o.flash_attn, "-fa: flash attention (slows decode at depth on CPUs)")
       ->check(CLI::IsMember({"on", "off", "auto"}))
       ->capture_default_str();

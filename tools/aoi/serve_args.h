@@ -26,8 +26,8 @@ struct ServeOptions {
   int batch_size = 512;
   int ubatch_size = 0;  // 0: batch_size
   int max_sessions = 8;
-  std::string cache_type_k = "f16";
-  std::string cache_type_v = "f16";
+  std::string cache_type_k;  // empty: the data directory's, else the default (service::KvCacheTypes)
+  std::string cache_type_v;
   std::string flash_attn = "off";
   int n_gpu_layers = -1;                     // -1: every layer (where there is a device to take them)
   std::vector<std::string> devices;          // names (engine/devices.h); empty: the default ones; {"none"}

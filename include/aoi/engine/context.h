@@ -123,6 +123,12 @@ const char* kv_type_name(KvType type);
 // The type of such a name; nullopt for another name.
 std::optional<KvType> kv_type_from_name(std::string_view name);
 
+// Whether the model's keys (or values) can be kept as `type`: a quantized cache holds each head's row in whole
+// blocks, and quantized values need flash attention (kInvalid naming cache_type_k or cache_type_v otherwise).
+// Context::create checks both.
+enum class KvRole { kKeys, kValues };
+Status check_kv_type(const Model& model, KvType type, KvRole role, FlashAttn flash_attn);
+
 // KV cache bytes one token occupies with these cache types (all layers, K and V).
 std::uint64_t kv_bytes_per_token(const Model& model, const ContextParams& params);
 

@@ -162,7 +162,8 @@ class Service {
   std::unique_ptr<Persistence> persistence_;  // the data directory, or null; outlives the loop and its state
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<engine::Context> ctx_;
-  int cells_per_seq_ = 0;  // what one sequence (a session, a completion) holds
+  int cells_per_seq_ = 0;        // what one sequence (a session, a completion) holds
+  std::string kv_cache_choice_;  // which KV cache types and why (KvCacheChoice::described)
   std::unique_ptr<sched::Forward> forward_;
   std::unique_ptr<sched::PassTrace> trace_;  // before loop_: the loop writes to it until it is gone
   LoopOnly<InferenceState> state_;           // the loop's: reached only in the commands posted to it

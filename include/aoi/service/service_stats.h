@@ -4,9 +4,11 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "aoi/cache/lru_cache.h"
 #include "aoi/cache/sequence_pool.h"
+#include "aoi/engine/types.h"
 #include "aoi/sched/inference_loop.h"
 #include "aoi/service/request_metrics.h"
 
@@ -19,9 +21,13 @@ struct ServiceStats {
   int sessions_damaged = 0;
   int kv_cells_total = 0;
   int kv_cells_used = 0;
-  int kv_cells_per_seq = 0;       // a session's or a completion's cells at most
-  std::string devices;            // where the layers run: "CPU", or the devices' names ("CUDA0", "RPC0,RPC1")
-  bool backend_sampling = false;  // greedy rows' top two found on the device (engine/device_top2.h)
+  int kv_cells_per_seq = 0;  // a session's or a completion's cells at most
+  engine::KvType kv_type_k = engine::KvType::kF16;
+  engine::KvType kv_type_v = engine::KvType::kF16;
+  std::string kv_cache_choice;           // the types and why: "k=q8_0 (the default) v=f16 (the default)"
+  std::uint64_t kv_bytes_per_token = 0;  // all layers, K and V
+  std::string devices;                   // where the layers run: "CPU", or the devices' names ("CUDA0", "RPC0,RPC1")
+  bool backend_sampling = false;         // greedy rows' top two found on the device (engine/device_top2.h)
   int pool_busy = 0;
   int pool_slots = 0;
   cache::PrefixCacheStats prefix_cache;

@@ -1,6 +1,7 @@
 // The data directory (aoi serve --data-dir) and everything the service writes to it:
 //
 //   DIR/aoi.lock                      held by the server using the directory (a second one is refused)
+//   DIR/kv_cache.json                 the KV cache types its snapshots are made of (kv_cache_types.h)
 //   DIR/sessions/<id>/session.json    the session's configuration, its flash queries, its event-id reservation
 //   DIR/sessions/<id>/snapshot.aoisnap       its latest snapshot (snapshot_file.h)
 //   DIR/sessions/<id>/snapshot.prev.aoisnap  the one before: the fallback when the latest is damaged

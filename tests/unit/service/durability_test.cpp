@@ -16,9 +16,11 @@
 #include <thread>
 
 #include "aoi/engine/grammar.h"
+#include "aoi/engine/model.h"
 #include "aoi/service/service.h"
 #include "aoi/store/files.h"
 #include "aoi/store/snapshot_file.h"
+#include "durability/kv_cache_types.h"
 #include "equivalence.h"
 #include "records.h"
 #include "service_support.h"
@@ -40,6 +42,7 @@ struct Options {
   int max_sessions = 3;
   int snapshot_tokens = 250;  // small: the runs below take several snapshots
   std::string model = "test-micro";
+  KvCacheRequest kv_cache;
 };
 
 std::unique_ptr<Service> start(const fs::path& dir, Options o = {}) {
@@ -48,6 +51,7 @@ std::unique_ptr<Service> start(const fs::path& dir, Options o = {}) {
   // Sessions, two completion slots, a spare: 4096 cells each.
   p.context = {.n_ctx = static_cast<std::uint32_t>((o.max_sessions + 3) * 4096), .n_batch = 256, .n_ubatch = 256};
   p.max_sessions = o.max_sessions;
+  p.kv_cache = o.kv_cache;
   p.store.data_dir = dir.string();
   p.store.snapshot_tokens = o.snapshot_tokens;
   p.store.snapshot_interval = 3600s;
@@ -540,6 +544,90 @@ TEST(Durability, StateMadeWithAnotherModelIsRefusedWithAClearMessage) {
   ASSERT_FALSE(imported.ok());
   EXPECT_NE(imported.error().message.find("another model"), std::string::npos) << imported.error().message;
   EXPECT_FALSE(svc->handle("b"));
+}
+
+TEST(Durability, ARestartWithoutCacheTypesKeepsTheDirectorysSoItsSnapshotsStayUsable) {
+  AOI_NEEDS_MODEL();
+  TempDir dir;
+  Result<QueryOutcome> before = Error::internal("unset");
+  const auto f32_keys = KvCacheRequest{.k = engine::KvType::kF32};
+  const auto restart_and_ask = [&](KvCacheRequest kv, Result<QueryOutcome>& answer) {
+    auto svc = start(dir.path(), {.snapshot_tokens = 100, .kv_cache = kv});
+    if (!svc) return ServiceStats{};
+    if (svc->handle("a")->residency() != Residency::kDamaged) {
+      answer = svc->query(svc->handle("a"), model_question(kQuestion));
+    }
+    return svc->stats();
+  };
+  {
+    auto svc = start(dir.path(), {.snapshot_tokens = 100, .kv_cache = f32_keys});
+    ASSERT_TRUE(svc);
+    EXPECT_EQ(svc->stats().kv_type_k, engine::KvType::kF32);
+    ASSERT_TRUE(svc->run(CreateSession{config("a")}).ok());
+    // In phases: snapshots between them, and the log cut behind the older one, so that only a snapshot brings
+    // the session back.
+    for (int phase = 0; phase < 4; ++phase) {
+      ASSERT_TRUE(wait_ingested(*svc, "a", push_bars(*svc, "a", phase * 10, 10)));
+    }
+    before = svc->query(svc->handle("a"), model_question(kQuestion));
+    ASSERT_TRUE(before.ok()) << before.error().message;
+  }
+  // No types asked for: the directory's, and its session answers from its snapshot as before.
+  Result<QueryOutcome> after = Error::internal("unset");
+  ServiceStats st = restart_and_ask({}, after);
+  EXPECT_EQ(st.kv_type_k, engine::KvType::kF32);
+  EXPECT_EQ(st.kv_type_v, engine::KvType::kF16);
+  EXPECT_NE(st.kv_cache_choice.find("k=f32 (the data directory's)"), std::string::npos) << st.kv_cache_choice;
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_EQ(after->answer.tokens, before->answer.tokens);
+  // The control: with other types asked for, the snapshots do not fit and the session cannot come back (the
+  // first records are gone from its log); the directory now holds the types asked for.
+  Result<QueryOutcome> refused = Error::internal("unset");
+  st = restart_and_ask({.k = engine::KvType::kF16}, refused);
+  EXPECT_EQ(st.kv_type_k, engine::KvType::kF16);
+  EXPECT_EQ(st.sessions_damaged, 1);
+  EXPECT_EQ(read_kv_cache_types(dir.path()), (KvCacheTypes{.k = engine::KvType::kF16, .v = engine::KvType::kF16}));
+}
+
+TEST(KvCacheTypes, TheRecordOfADirectoryWrittenBeforeItWasKeptIsF16) {
+  TempDir dir;
+  EXPECT_FALSE(read_kv_cache_types(dir.path())) << "a new directory has no types yet";
+  fs::create_directories(dir.path() / "sessions" / ".removing-x");
+  EXPECT_FALSE(read_kv_cache_types(dir.path())) << "a removal in progress is no session";
+  fs::create_directories(dir.path() / "sessions" / "a");
+  EXPECT_EQ(read_kv_cache_types(dir.path()), KvCacheTypes{});
+  const KvCacheTypes q8{.k = engine::KvType::kQ8_0, .v = engine::KvType::kQ8_0};
+  ASSERT_TRUE(write_kv_cache_types(dir.path(), q8));
+  EXPECT_EQ(read_kv_cache_types(dir.path()), q8);
+  std::ofstream(dir.path() / "kv_cache.json") << R"({"type_k":"q9"})";
+  EXPECT_FALSE(read_kv_cache_types(dir.path())) << "an unreadable record decides nothing";
+}
+
+TEST(KvCacheTypes, EachTypeIsTheOneAskedForElseTheDirectorysWhereItFitsElseTheDefault) {
+  AOI_NEEDS_MODEL();
+  AOI_REQUIRE_MODEL_FILE("copy-micro");
+  using engine::FlashAttn;
+  using engine::KvType;
+  auto micro = engine::Model::load(test::model_params("test-micro"));  // heads of 16: no Q8_0 blocks
+  auto copy = engine::Model::load(test::model_params("copy-micro"));   // heads of 64
+  ASSERT_TRUE(micro.ok() && copy.ok());
+  const auto types = [](const KvCacheChoice& c) { return std::pair{c.types.k, c.types.v}; };
+  EXPECT_EQ(types(choose_kv_cache_types({}, std::nullopt, **copy, FlashAttn::kOff)),
+            std::pair(KvType::kQ8_0, KvType::kF16));
+  const KvCacheChoice fallback = choose_kv_cache_types({}, std::nullopt, **micro, FlashAttn::kOff);
+  EXPECT_EQ(types(fallback), std::pair(KvType::kF16, KvType::kF16));
+  EXPECT_EQ(fallback.described, "k=f16 (the default for this model) v=f16 (the default)");
+  // The directory's where they fit: Q8_0 values only with flash attention.
+  const KvCacheTypes q8{.k = KvType::kQ8_0, .v = KvType::kQ8_0};
+  EXPECT_EQ(types(choose_kv_cache_types({}, q8, **copy, FlashAttn::kOn)), std::pair(KvType::kQ8_0, KvType::kQ8_0));
+  EXPECT_EQ(types(choose_kv_cache_types({}, q8, **copy, FlashAttn::kOff)), std::pair(KvType::kQ8_0, KvType::kF16));
+  EXPECT_EQ(types(choose_kv_cache_types({}, q8, **micro, FlashAttn::kOn)), std::pair(KvType::kF16, KvType::kF16));
+  const KvCacheTypes f16{};
+  EXPECT_EQ(types(choose_kv_cache_types({}, f16, **copy, FlashAttn::kOff)), std::pair(KvType::kF16, KvType::kF16));
+  // Asked for: as asked, each on its own (Context::create judges it).
+  const KvCacheChoice asked = choose_kv_cache_types({.v = KvType::kBF16}, f16, **copy, FlashAttn::kOff);
+  EXPECT_EQ(types(asked), std::pair(KvType::kF16, KvType::kBF16));
+  EXPECT_EQ(asked.described, "k=f16 (the data directory's) v=bf16 (asked for)");
 }
 
 TEST(Durability, AnExportedSessionAnswersTheSameOnAnotherServer) {
