@@ -14,6 +14,7 @@ const RETRY_MAX_MS = 10_000;
 const state = {
   run: null, // AbortController of the current connection (polling and the session view)
   sessions: [],
+  cluster: null,  // { unanswered: [{replica, error}] } when the server is a cluster's replica
   selected: null,
   view: null,
 };
@@ -76,7 +77,7 @@ function select(id) {
     });
     state.view.start(session);
   }
-  renderSessions(byId('sessions-body'), state.sessions, state.selected, select);
+  renderSessions(byId('sessions-body'), state.sessions, state.selected, select, state.cluster !== null);
 }
 
 // The shown session is gone: out of the table and the detail, and another one shown if there is one.
@@ -102,7 +103,7 @@ function render() {
     select(list.some((s) => s.id === wanted) ? wanted : list[0].id);
     return; // select() renders the table
   }
-  renderSessions(byId('sessions-body'), list, state.selected, select);
+  renderSessions(byId('sessions-body'), list, state.selected, select, state.cluster !== null);
   const shown = list.find((s) => s.id === state.selected);
   if (shown && state.view) state.view.update(shown);
 }
@@ -114,10 +115,19 @@ async function poll(signal) {
     try {
       const body = await getJson('v1/sessions', { signal });
       state.sessions = body.sessions ?? [];
+      // A cluster's replica lists the whole cluster, and names the replicas that did not answer.
+      const cluster = Array.isArray(body.unanswered) ? { unanswered: body.unanswered } : null;
+      if ((cluster !== null) !== (state.cluster !== null)) {
+        byId('sessions-head').replaceChildren(tableHead(cluster !== null));
+      }
+      state.cluster = cluster;
       failures = 0;
       delay = RETRY_MIN_MS;
-      setStatus('live', `live · ${state.sessions.length} session${state.sessions.length === 1 ? '' : 's'} · ` +
-        `updated ${formatTime()}`);
+      const replicas = cluster ? new Set(state.sessions.map((s) => s.replica)).size : 0;
+      const missing = cluster?.unanswered.length
+        ? ` · ${cluster.unanswered.map((u) => u.replica).join(', ')} did not answer: their sessions are missing` : '';
+      setStatus('live', `live · ${state.sessions.length} session${state.sessions.length === 1 ? '' : 's'}` +
+        `${cluster ? ` on ${replicas} replica${replicas === 1 ? '' : 's'}` : ''}${missing} · updated ${formatTime()}`);
       render();
       await sleep(POLL_MS, signal);
     } catch (err) {

@@ -180,6 +180,10 @@ export class SessionView {
       case 'session_deleted':
         this.hooks.onGone(this.id, 'deleted');
         return;
+      case 'session_moved':
+        // Another replica of the cluster holds it now: the stream ends, and the next one resumes there.
+        this.log('data', 'moved to another replica; following it there');
+        break;
       default:
         break;
     }

@@ -1,8 +1,10 @@
-// The sessions table: one row per session the key can list, refreshed from GET /v1/sessions.
+// The sessions table: one row per session the key can list, refreshed from GET /v1/sessions; in cluster mode
+// (the list names each session's replica) with the replica holding it.
 import { el, formatBytes, formatInt, sourceState } from './dom.js';
 
 const COLUMNS = [
   { head: 'session', cell: (s) => s.id, cls: 'id' },
+  { head: 'replica', cell: (s) => s.replica ?? '–', cls: 'replica', cluster: true },
   { head: 'residency', cell: (s) => (s.residency ?? '–').replace('_', ' '), cls: (s) => `residency ${s.residency ?? ''}` },
   { head: 'version', cell: (s) => formatInt(s.data_version), cls: 'num', key: 'version' },
   {
@@ -33,13 +35,15 @@ const COLUMNS = [
   { head: 'flash', cell: (s) => formatInt(s.flash?.length ?? 0), cls: 'num' },
 ];
 
-export function tableHead() {
-  return el('tr', {}, ...COLUMNS.map((c) => el('th', { scope: 'col' }, c.head)));
+const columns = (cluster) => COLUMNS.filter((c) => cluster || !c.cluster);
+
+export function tableHead(cluster = false) {
+  return el('tr', {}, ...columns(cluster).map((c) => el('th', { scope: 'col' }, c.head)));
 }
 
-function row(session, selected, onSelect) {
+function row(session, selected, onSelect, cluster) {
   const tr = el('tr', { data: { id: session.id }, tabindex: 0, class: selected ? 'selected' : undefined });
-  for (const c of COLUMNS) {
+  for (const c of columns(cluster)) {
     const cls = typeof c.cls === 'function' ? c.cls(session) : c.cls;
     tr.append(el('td', { class: cls, title: c.title?.(session), data: c.key ? { key: c.key } : undefined },
       c.cell(session)));
@@ -54,8 +58,8 @@ function row(session, selected, onSelect) {
   return tr;
 }
 
-export function renderSessions(tbody, sessions, selectedId, onSelect) {
+export function renderSessions(tbody, sessions, selectedId, onSelect, cluster = false) {
   const focused = document.activeElement?.closest?.('tr')?.dataset.id;
-  tbody.replaceChildren(...sessions.map((s) => row(s, s.id === selectedId, onSelect)));
+  tbody.replaceChildren(...sessions.map((s) => row(s, s.id === selectedId, onSelect, cluster)));
   if (focused) tbody.querySelector(`tr[data-id="${CSS.escape(focused)}"]`)?.focus();
 }

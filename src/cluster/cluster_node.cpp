@@ -79,13 +79,17 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::start(ClusterParams params, se
   if (!leases) return leases.error();
   auto sessions = open({.name = "aoi-sessions", .replicas = p.copies});
   if (!sessions) return sessions.error();
+  auto event_ids = open({.name = "aoi-event-ids", .replicas = p.copies});
+  if (!event_ids) return event_ids.error();
   node->replicas_bucket_ = std::move(replicas).value();
   node->leases_bucket_ = std::move(leases).value();
   node->sessions_bucket_ = std::move(sessions).value();
+  node->event_ids_bucket_ = std::move(event_ids).value();
   node->membership_ =
       std::make_unique<Membership>(*node->replicas_bucket_, Replica{.id = p.replica_id, .url = p.advertise});
   node->leases_ = std::make_unique<LeaseTable>(*node->leases_bucket_, p.lease_ttl, p.replica_id, p.advertise);
   node->catalogue_ = std::make_unique<SessionCatalogue>(*node->sessions_bucket_);
+  node->event_ids_ = std::make_unique<EventIdBounds>(*node->event_ids_bucket_);
   node->streams_ = std::make_unique<RecordStreams>(*node->nats_, p.copies);
   if (Status joined = node->membership_->heartbeat(); !joined) return joined.error();
   spdlog::info("cluster: replica {} ({}) joined {} (leases of {} ms, {} cop{})", p.replica_id, p.advertise,
@@ -153,13 +157,14 @@ std::uint64_t ClusterNode::leases_lost() const {
   return leases_lost_;
 }
 
-Result<service::SessionRef> ClusterNode::start_local(std::string_view id, const SessionDefinition& definition) {
+Result<service::SessionRef> ClusterNode::start_local(std::string_view id, const SessionDefinition& definition,
+                                                     service::SessionEventIds event_ids) {
   auto config = parse_(definition.request);
   if (!config) return config.error();
   config->id = std::string(id);
   config->owner = definition.owner;
   config->source = session::SourceConfig{.url = streams_->source_url(id), .format = "json"};
-  auto created = service_.run(service::CreateSession{std::move(config).value()});
+  auto created = service_.run(service::CreateSession{std::move(config).value(), std::move(event_ids)});
   if (auto* sources = sources_.load(); created && sources != nullptr) sources->poke();
   return created;
 }
@@ -172,14 +177,26 @@ Result<service::SessionRef> ClusterNode::adopt(std::string_view id, const Sessio
     (void)leases_->release(*lease);
     return stream_seq.error();
   }
+  // Event ids go on after every id an earlier holder may have handed out.
+  auto event_id_bound = event_ids_->bound(id);
+  if (!event_id_bound) {
+    (void)leases_->release(*lease);
+    return event_id_bound.error();
+  }
+  const auto event_ids = [&] {
+    return service::SessionEventIds{.after = *event_id_bound,
+                                    .reserve = [bounds = event_ids_.get(), sid = std::string(id)](std::uint64_t upto) {
+                                      return bounds->raise(sid, upto);
+                                    }};
+  };
   // From the newest snapshot in the shared folder when there is one: the stream after it is all that is left
   // to ingest (its source position is the snapshot's last record's sequence).
   std::optional<Result<service::SessionRef>> restored;
   std::uint64_t snapshot_seq = 0;
   if (auto snapshot = newest_snapshot(id)) {
     snapshot_seq = snapshot->meta.value("consumed_seq", std::uint64_t{0});
-    restored = service_.run(
-        service::ImportSession{.snapshot = std::move(*snapshot), .id = std::string(id), .owner = definition.owner});
+    restored = service_.run(service::ImportSession{
+        .snapshot = std::move(*snapshot), .id = std::string(id), .owner = definition.owner, .event_ids = event_ids()});
     if (!*restored) {
       spdlog::warn("cluster: session {}: its snapshot cannot be used ({}): its whole stream is ingested", id,
                    restored->error().message);
@@ -187,7 +204,7 @@ Result<service::SessionRef> ClusterNode::adopt(std::string_view id, const Sessio
       snapshot_seq = 0;
     }
   }
-  auto session = restored ? std::move(*restored) : start_local(id, definition);
+  auto session = restored ? std::move(*restored) : start_local(id, definition, event_ids());
   if (!session) {
     (void)leases_->release(*lease);
     return session.error();
@@ -279,6 +296,7 @@ Result<service::SessionRef> ClusterNode::create(std::string_view id, SessionDefi
     std::error_code ec;
     std::filesystem::remove_all(snapshot_dir(id), ec);
   }
+  (void)event_ids_->forget(id);  // its ids start again from 1, as a new session's on one server
   auto session = adopt(id, definition);
   if (!session) (void)catalogue_->remove(id);
   return session;
@@ -307,6 +325,7 @@ Status ClusterNode::remove(std::string_view id) {
     return removed;
   }
   (void)service_.run(held->session, service::DeleteSession{});
+  (void)event_ids_->forget(id);
   if (Status cleared = streams_->remove(id); !cleared) {
     spdlog::warn("cluster: session {}: its stream stays ({})", id, cleared.error().message);
   }
@@ -422,7 +441,7 @@ void ClusterNode::hand_over(const std::string& id, const char* why) {
     spdlog::warn("cluster: session {}: lease not released ({}): it lapses in {} ms", id, released.error().message,
                  params_.lease_ttl.count());
   }
-  (void)service_.run(held->session, service::DeleteSession{});
+  (void)service_.run(held->session, service::DeleteSession{.moved = true});
   spdlog::info("cluster: session {} handed over: {}", id, why);
 }
 
@@ -437,7 +456,7 @@ void ClusterNode::drop(const std::string& id, const char* why) {
     ++leases_lost_;
   }
   spdlog::warn("cluster: session {} dropped here: {}", id, why);
-  post([this, session = held->session] { (void)service_.run(session, service::DeleteSession{}); });
+  post([this, session = held->session] { (void)service_.run(session, service::DeleteSession{.moved = true}); });
 }
 
 void ClusterNode::tend() {

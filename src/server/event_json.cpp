@@ -22,6 +22,7 @@ std::string_view event_name(const service::EventBody& body) {
                         [](const service::FlashReady&) { return "flash_ready"; },
                         [](const service::BudgetExceeded&) { return "warning"; },
                         [](const service::SessionDeleted&) { return "session_deleted"; },
+                        [](const service::SessionMoved&) { return "session_moved"; },
                         [](const auto&) { return "error"; },
                     },
                     body);
@@ -90,6 +91,9 @@ nlohmann::json event_data(const service::EventBody& body) {
           },
           [](const service::SessionDeleted& e) -> nlohmann::json {
             return {{"id", e.id}, {"dropped_pending", e.dropped_pending}};
+          },
+          [](const service::SessionMoved& e) -> nlohmann::json {
+            return {{"id", e.id}};
           },
       },
       body);

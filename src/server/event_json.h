@@ -10,7 +10,7 @@
 
 namespace aoi::server {
 
-// "data_updated", "flash_ready", "warning", "error" or "session_deleted".
+// "data_updated", "flash_ready", "warning", "error", "session_deleted" or "session_moved".
 std::string_view event_name(const service::EventBody& body);
 nlohmann::json event_data(const service::EventBody& body);
 

@@ -334,7 +334,7 @@ net::awaitable<Outcome> events(Call& call) {
     }
     for (const auto& e : items) {
       open = co_await sse.event(event_name(e.body), dump(event_data(e.body)), e.id);
-      if (!open || e.as<service::SessionDeleted>()) {
+      if (!open || e.last()) {
         open = false;
         break;
       }

@@ -129,7 +129,16 @@ net::awaitable<void> write_loop(std::shared_ptr<Socket> ws, std::shared_ptr<Mail
         co_return;
       }
     }
-    if (batch.empty() && frames->closed()) co_return;
+    if (batch.empty() && frames->closed()) {
+      // Closed by session_moved (not by the reader, which has stopped): the socket goes too, so that the client
+      // connects again and reaches the session where it is now.
+      boost::system::error_code ec;
+      if (ws->is_open()) {
+        co_await ws->async_close(websocket::close_reason(websocket::close_code::service_restart, "session moved"),
+                                 net::redirect_error(net::use_awaitable, ec));
+      }
+      co_return;
+    }
   }
 }
 
@@ -149,6 +158,7 @@ net::awaitable<void> serve_websocket(Call& call) {
   auto frames = out.frames;
   const auto token = handle->events().subscribe([frames](const service::Event& e) {
     frames->put(dump({{"op", "event"}, {"event", event_name(e.body)}, {"id", e.id}, {"data", event_data(e.body)}}));
+    if (e.as<service::SessionMoved>()) frames->close();
   });
   co_await ws->async_accept(call.request, net::redirect_error(net::use_awaitable, ec));
   if (ec) {

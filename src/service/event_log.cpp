@@ -43,12 +43,14 @@ void EventLog::unsubscribe(std::uint64_t token) {
   subscribers_.erase(token);
 }
 
-void EventLog::close(SessionDeleted last) {
+void EventLog::close(LastEvent last) {
   // One critical section: a subscriber either hears the closing event live or finds the log closed.
   std::lock_guard lock(mu_);
-  publish_locked(std::move(last));
+  publish_locked(std::visit([](auto&& e) { return EventBody(std::move(e)); }, std::move(last)));
   closed_ = true;
   subscribers_.clear();
+  // Whatever keeps the ids (a data directory's files, a cluster's bucket) may be gone once the session is.
+  reserve_ = {};
 }
 
 std::uint64_t EventLog::last_id() const {

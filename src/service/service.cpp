@@ -377,12 +377,15 @@ void Service::submit(CreateSession command, AnswerTo<CreateSession> to) {
       release_id(id);
       return reply(files.error());
     }
-    (*handle)->attach_files(*files, &persistence_->syncer(), 0);
+    (*handle)->attach_files(*files, &persistence_->syncer(), command.event_ids.after);
+  }
+  if (command.event_ids.reserve || !persistence_) {
+    (*handle)->events().persist_ids(command.event_ids.after, std::move(command.event_ids.reserve));
   }
   start_session(std::move(handle).value(), std::nullopt, reply);
 }
 
-void Service::execute(const SessionRef& handle, DeleteSession /*command*/, const Reply<Status>& reply) {
+void Service::execute(const SessionRef& handle, DeleteSession command, const Reply<Status>& reply) {
   {
     // Exactly this session: one deleted already, whose id another session has taken since, is gone.
     std::lock_guard lock(registry_mu_);
@@ -393,9 +396,10 @@ void Service::execute(const SessionRef& handle, DeleteSession /*command*/, const
   // No push is accepted from now on; those accepted before are in its queue, counted below.
   handle->close();
   loop_->post(
-      [this, handle, reply](sched::LoopToken& token) {
+      [this, handle, reply, moved = command.moved](sched::LoopToken& token) {
         InferenceState& st = state_.get(token);
-        const Error deleted = deleted_session(*handle);
+        const Error deleted = moved ? Error::not_ready("session " + handle->id() + " moved to another replica")
+                                    : deleted_session(*handle);
         const std::uint64_t dropped_before = handle->counters().records_dropped.load();
         if (auto rt = st.runtime(*handle)) {
           st.remove(rt);
@@ -407,7 +411,7 @@ void Service::execute(const SessionRef& handle, DeleteSession /*command*/, const
         PendingRecord discard;
         std::uint64_t n = 0;
         while (handle->pop(discard)) ++n;
-        handle->counters().records_dropped.fetch_add(n);
+        if (!moved) handle->counters().records_dropped.fetch_add(n);
         const std::uint64_t dropped_pending = handle->counters().records_dropped.load() - dropped_before;
         st.resident(*handle, deleted);
         const SessionCounters& c = handle->counters();
@@ -417,7 +421,11 @@ void Service::execute(const SessionRef& handle, DeleteSession /*command*/, const
         gone.rejected += c.records_rejected.load();
         gone.ingested += c.records_ingested.load();
         gone.tokens += c.tokens_ingested.load();
-        handle->events().close(SessionDeleted{.id = handle->id(), .dropped_pending = dropped_pending});
+        if (moved) {
+          handle->events().close(SessionMoved{.id = handle->id()});
+        } else {
+          handle->events().close(SessionDeleted{.id = handle->id(), .dropped_pending = dropped_pending});
+        }
         // Its files go last (the closing event may still reserve event ids in them).
         if (persistence_ && handle->files()) {
           if (Status removed = persistence_->remove(handle->files()); !removed) {
@@ -791,6 +799,7 @@ void Service::submit(ImportSession command, AnswerTo<ImportSession> to) {
     return reply(handle.error());
   }
   SessionHandle& h = **handle;
+  const std::uint64_t last_event_id = std::max(meta->last_event_id, command.event_ids.after);
   restore_progress(h, *meta);
   h.counters().records_pushed = meta->consumed_seq;
   h.flash().restore(meta->flash, meta->next_flash_id);
@@ -800,7 +809,7 @@ void Service::submit(ImportSession command, AnswerTo<ImportSession> to) {
       release_id(sid);
       return reply(files.error());
     }
-    h.attach_files(*files, &persistence_->syncer(), meta->last_event_id);
+    h.attach_files(*files, &persistence_->syncer(), last_event_id);
     if (Status st = (*files)->save_flash(h.flash().list(), h.flash().next_id()); !st) {
       (void)persistence_->remove(*files);
       release_id(sid);
@@ -808,8 +817,9 @@ void Service::submit(ImportSession command, AnswerTo<ImportSession> to) {
     }
     // Its snapshot is its starting point on disk too (the log begins after it).
     persistence_->save(*files, std::make_shared<const store::SnapshotData>(snapshot), meta->consumed_seq);
-  } else {
-    h.events().persist_ids(meta->last_event_id, {});
+  }
+  if (command.event_ids.reserve || !persistence_) {
+    h.events().persist_ids(last_event_id, std::move(command.event_ids.reserve));
   }
   h.resume(meta->consumed_seq, {}, meta->source_position);
   start_session(std::move(handle).value(), std::move(snapshot), reply);

@@ -2,8 +2,9 @@
 // nats-server, started here on loopback, every stream and bucket in three copies), against a single aoi
 // server fed the same records as the reference. Any replica creates, takes pushes and answers; kill -9 of the
 // replica holding a session, ten times at random moments, loses no acknowledged record, ingests none twice,
-// and leaves answers equal to the reference's; a replica frozen past its lease drops its copy when it wakes;
-// kill -9 of a NATS node mid-stream loses nothing acknowledged.
+// and leaves answers equal to the reference's; a session's events go on past a move (Last-Event-ID resumes,
+// no id is seen twice; a hand-over says session_moved); a replica frozen past its lease drops its copy when it
+// wakes; kill -9 of a NATS node mid-stream loses nothing acknowledged; the dashboard shows the whole cluster.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -12,9 +13,11 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  startServer, get, post, expectStatus, sleep, uniqueId, freePort, repoRoot, AOI_BIN, WAIT_TIMEOUT_MS,
+  startServer, get, post, expectStatus, sleep, uniqueId, freePort, repoRoot, openSSE, AOI_BIN, WAIT_TIMEOUT_MS,
 } from './harness.js';
 import { NATS_SERVER } from './brokers.js';
+import puppeteer from 'puppeteer-core';
+import WebSocket from 'ws';
 
 const LEASE_TTL_MS = 1500;
 const SESSION = { system: 'Records follow.', query_budget: 32, retention: { max_tokens: 3000 } };
@@ -25,6 +28,8 @@ let replicas = [];   // [{ id, port, server }]
 let reference = null;
 let proxy = null;    // HAProxy with deploy/haproxy: { child, url }
 const HAPROXY = process.env.AOI_HAPROXY || '/usr/sbin/haproxy';
+const CHROMIUM = process.env.AOI_CHROMIUM || '/usr/bin/chromium';
+let browser = null;
 
 function portAnswers(port) {
   return new Promise((resolve) => {
@@ -180,6 +185,29 @@ async function referenceAnswer(records) {
   return answer(reference, id, records.length);
 }
 
+// The session's events through `server`, resuming after `lastEventId` when given; asked again while the session
+// is moving (503).
+async function subscribe(server, id, lastEventId = null) {
+  const headers = lastEventId === null ? {} : { 'last-event-id': String(lastEventId) };
+  const deadline = Date.now() + WAIT_TIMEOUT_MS;
+  for (;;) {
+    const res = await openSSE(server, `/v1/sessions/${id}/events`, { headers, timeout: 10_000 });
+    if (res.status === 200) return res.reader;
+    assert.equal(res.status, 503, `events: ${res.status} ${res.text}`);
+    assert.ok(Date.now() < deadline, `events: still 503 after ${WAIT_TIMEOUT_MS} ms: ${res.text}`);
+    await sleep(100);
+  }
+}
+
+// Ids of events, which must increase, each past `after`.
+function assertIdsAfter(events, after, what) {
+  let last = after;
+  for (const ev of events) {
+    assert.ok(Number(ev.id) > last, `${what}: event ${ev.event} of id ${ev.id} after ${last}: ${JSON.stringify(events.map((e) => [e.id, e.event]))}`);
+    last = Number(ev.id);
+  }
+}
+
 before(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'aoi-cluster-'));
   nats = await startNatsCluster(3);
@@ -189,6 +217,7 @@ before(async () => {
 });
 
 after(async () => {
+  if (browser) await Promise.race([browser.close(), sleep(10_000)]).finally(() => browser.process()?.kill('SIGKILL'));
   if (proxy) proxy.child.kill('SIGKILL');
   for (const r of replicas) await r.server.stop();
   if (reference) await reference.stop();
@@ -341,6 +370,37 @@ test('kill -9 of the replica holding a session, 10 rounds: every acknowledged re
 });
 
 
+test('events follow a session its holder lost to kill -9: resumed with Last-Event-ID, every new event, no id again', async () => {
+  const id = uniqueId('events');
+  await create(id);
+  let next = 0;
+  const push = async (n) => (await pushOnce(id, Array.from({ length: n }, () => `rec-${String(next++).padStart(5, '0')}`))).last_seq;
+  await push(3);
+  const holderId = await holder(id);
+  const victim = replicas.find((x) => x.id === holderId);
+  // Through a replica that relays the stream from the holder.
+  const via = replicas.find((x) => x !== victim && x.server.alive);
+  const stream = await subscribe(via.server, id);
+  const seq = await push(3);
+  const updated = await stream.waitFor((ev) => ev.event === 'data_updated' && ev.json.last_seq >= seq, 'the push\'s data_updated');
+  const before = [...updated.skipped, updated];
+  // At once: the holder has handed out ids its last snapshot does not know of.
+  victim.server.child.kill('SIGKILL');
+  await victim.server.exited;
+  before.push(...await stream.all(WAIT_TIMEOUT_MS));  // the relayed stream ends with its holder
+  assert.ok(!before.some((ev) => ev.event === 'session_deleted'), JSON.stringify(before));
+  const lastId = Number(stream.lastEventId);
+  assert.ok(lastId > 0, 'events were seen before the kill');
+  victim.server = (await startReplica(victim.id, victim.port)).server;
+
+  const resumed = await subscribe(pick().server, id, lastId);
+  const last = await push(3);
+  const after = await resumed.waitFor((ev) => ev.event === 'data_updated' && ev.json.last_seq >= last,
+    'the data_updated of the push after the move');
+  resumed.close();
+  assertIdsAfter([...after.skipped, after], lastId, 'after the move');
+});
+
 test('a replica frozen past its lease finds the session taken when it wakes, and drops its copy', async () => {
   const id = uniqueId('frozen');
   await create(id);
@@ -412,6 +472,34 @@ test('kill -9 of a NATS node mid-stream: pushes go on, nothing acknowledged is l
   assert.deepEqual(await heldRecords(pick().server, id), acked);
 });
 
+test('the dashboard of any replica shows every session of the cluster with the replica holding it', async () => {
+  const ids = [uniqueId('dash'), uniqueId('dash'), uniqueId('dash')];
+  const holders = {};
+  for (const id of ids) {
+    await create(id);
+    holders[id] = await holder(id);
+  }
+  assert.ok(existsSync(CHROMIUM), `Chromium is not installed at ${CHROMIUM} (scripts/setup.sh --tests installs it)`);
+  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
+    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run'] });
+  const page = await browser.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(e.message));
+  await page.goto(`${pick().server.url}/`, { waitUntil: 'load' });
+  const shown = (want) => Object.entries(want).every(([id, replica]) =>
+    document.querySelector(`tr[data-id="${id}"] td.replica`)?.textContent === replica);
+  try {
+    await page.waitForFunction(shown, { timeout: WAIT_TIMEOUT_MS, polling: 100 }, holders);
+  } catch (err) {
+    const rows = await page.$$eval('#sessions-body tr', (trs) => trs.map((tr) => tr.textContent));
+    assert.fail(`${err.message}: want ${JSON.stringify(holders)}, shown ${JSON.stringify(rows)}`);
+  }
+  assert.ok((await page.$$eval('#sessions-head th', (ths) => ths.map((th) => th.textContent))).includes('replica'));
+  assert.match(await page.$eval('#status', (e) => e.textContent), /on \d+ replicas?/);
+  assert.deepEqual(problems, []);
+  await page.close();
+});
+
 // aoi's placement (src/cluster/rendezvous.cpp): FNV-1a 64 of "REPLICA\0SESSION", splitmix64's finaliser, the
 // highest score wins (ties to the smaller id).
 const MASK = (1n << 64n) - 1n;
@@ -455,6 +543,16 @@ test('a replica that joins takes exactly the sessions hashing gives it, and give
       await sleep(100);
     }
   }
+  // A client of a session that moves, subscribed at its holder: told session_moved (not session_deleted), it
+  // resumes through the same replica, which relays from the new holder.
+  const atHolder = replicas.find((x) => x.id === before[mine[0]]);
+  const moving = await subscribe(atHolder.server, mine[0]);
+  // And a WebSocket there: it hears session_moved and is closed with 1012, to connect again.
+  const socket = new WebSocket(`${atHolder.server.url.replace('http', 'ws')}/v1/sessions/${mine[0]}/ws`);
+  const frames = [];
+  socket.on('message', (data) => frames.push(JSON.parse(data.toString())));
+  const socketClosed = new Promise((resolve) => socket.on('close', (code) => resolve(code)));
+  await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject); });
   const port = await freePort();
   const newcomer = await startReplica('r4', port);
   replicas.push(newcomer);
@@ -466,6 +564,13 @@ test('a replica that joins takes exactly the sessions hashing gives it, and give
         await sleep(100);
       }
     }
+    const heard = await moving.all(WAIT_TIMEOUT_MS);
+    assert.equal(heard.at(-1)?.event, 'session_moved', JSON.stringify(heard));
+    assert.equal(heard.at(-1).json.id, mine[0]);
+    assert.ok(!heard.some((ev) => ev.event === 'session_deleted'), JSON.stringify(heard));
+    (await subscribe(atHolder.server, mine[0], Number(moving.lastEventId))).close();
+    assert.equal(await socketClosed, 1012, JSON.stringify(frames));
+    assert.equal(frames.at(-1)?.event, 'session_moved', JSON.stringify(frames));
     for (const id of others) assert.equal(await holder(id), before[id], `${id} stayed where it was`);
     for (const id of ids) {
       assert.equal(await answer(pick().server, id, 3), answers[id], `${id} answers as before the move`);

@@ -416,9 +416,10 @@ class Answer:
 
 @dataclass(frozen=True)
 class Event:
-    """One event of a session's stream: ``data_updated``, ``flash_ready``, ``error``, ``warning`` or
-    ``session_deleted`` (the last one). ``id`` increases per session; it is what a reconnection resumes after.
-    ``data`` is the event's JSON object."""
+    """One event of a session's stream: ``data_updated``, ``flash_ready``, ``error``, ``warning``,
+    ``session_deleted`` (the last one) or ``session_moved`` (a cluster's replica no longer holds the session:
+    its stream ends, and the next connection resumes at the replica holding it now). ``id`` increases per
+    session, across moves too; it is what a reconnection resumes after. ``data`` is the event's JSON object."""
 
     id: Optional[int]
     type: str

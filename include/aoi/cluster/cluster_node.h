@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "aoi/cluster/event_id_bounds.h"
 #include "aoi/cluster/kv_bucket.h"
 #include "aoi/cluster/lease_table.h"
 #include "aoi/cluster/membership.h"
@@ -130,7 +131,8 @@ class ClusterNode {
   ClusterNode(ClusterParams params, service::Service& service, ParseDefinition parse);
   // Takes the lease and brings the session up here. Errors: conflict (another replica took it first).
   Result<service::SessionRef> adopt(std::string_view id, const SessionDefinition& definition);
-  Result<service::SessionRef> start_local(std::string_view id, const SessionDefinition& definition);
+  Result<service::SessionRef> start_local(std::string_view id, const SessionDefinition& definition,
+                                          service::SessionEventIds event_ids);
   void drop(const std::string& id, const char* why);
   void steward();
   void tend();
@@ -147,9 +149,11 @@ class ClusterNode {
   std::unique_ptr<KvBucket> replicas_bucket_;
   std::unique_ptr<KvBucket> leases_bucket_;
   std::unique_ptr<KvBucket> sessions_bucket_;
+  std::unique_ptr<KvBucket> event_ids_bucket_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<SessionCatalogue> catalogue_;
+  std::unique_ptr<EventIdBounds> event_ids_;
   std::unique_ptr<RecordStreams> streams_;
 
   struct Held {

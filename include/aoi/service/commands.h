@@ -37,11 +37,21 @@ using AnswerTo = std::function<void(typename Command::Answer)>;
 
 // ---- Sessions come and go ----
 
+// Where a session's event ids continue when another server held it before (a cluster's replica): after every
+// id that one may have handed out, and kept safe past this server by `reserve` (EventLog::persist_ids), so that
+// a client resuming with Last-Event-ID misses nothing and sees no id twice. Without `reserve`: the data
+// directory's reservation, or from `after` + 1.
+struct SessionEventIds {
+  std::uint64_t after = 0;
+  std::function<std::uint64_t(std::uint64_t)> reserve;
+};
+
 // A new session: Region 0 is decoded on the inference thread; an empty id gets a generated one. With a data
 // directory the session is on disk before it is created (a restart brings it back). The answer is the session's
 // own handle, even if a racing delete has removed it (and another session taken its id) by the time it is read.
 struct CreateSession {
   session::SessionConfig config;
+  SessionEventIds event_ids;
   using Answer = Result<SessionRef>;
 };
 
@@ -52,12 +62,17 @@ struct ImportSession {
   store::SnapshotData snapshot;
   std::string id;
   std::string owner;
+  SessionEventIds event_ids;  // `after` is raised to the snapshot's last id
   using Answer = Result<SessionRef>;
 };
 
 // Removes the session from view at once; its sequences are freed when no operation uses them, the records
 // still queued are counted as dropped, and every operation waiting on it hears kNotFound.
 struct DeleteSession {
+  // The session lives on elsewhere (a cluster's replica holds it now) and only this server's copy goes: its
+  // subscribers hear session_moved rather than session_deleted, and its queued records are not counted as
+  // dropped (they are in the stream the next holder reads).
+  bool moved = false;
   using Answer = Status;
 };
 

@@ -27,9 +27,10 @@ class EventLog {
   // new event). Returns a token for unsubscribe.
   std::uint64_t subscribe(Subscriber subscriber, std::optional<std::uint64_t> after_id = std::nullopt);
   void unsubscribe(std::uint64_t token);
-  // The session is gone: publishes its last event and drops every subscriber; later subscribers get the kept
-  // events after their after_id, or without one the closing event alone.
-  void close(SessionDeleted last);
+  // The session is gone from this server: publishes its last event and drops every subscriber; later
+  // subscribers get the kept events after their after_id, or without one the closing event alone. No id is
+  // reserved after it.
+  void close(LastEvent last);
 
   std::uint64_t last_id() const;
   size_t n_subscribers() const;

@@ -85,8 +85,15 @@ struct SessionDeleted {
   std::uint64_t dropped_pending = 0;  // records still waiting when it was deleted
 };
 
+// The last event a server sends of a session it no longer holds, which lives on elsewhere (in a cluster,
+// another replica holds it now): a client reconnects, with Last-Event-ID, to go on where it left off.
+struct SessionMoved {
+  std::string id;
+};
+
 using EventBody = std::variant<DataUpdated, FlashReady, FlashFailed, SinkFailed, SourceLost, RecordsDropped,
-                               RecordRejected, BudgetExceeded, SessionDeleted>;
+                               RecordRejected, BudgetExceeded, SessionDeleted, SessionMoved>;
+using LastEvent = std::variant<SessionDeleted, SessionMoved>;
 
 struct Event {
   std::uint64_t id = 0;  // increasing per session, from 1
@@ -96,6 +103,8 @@ struct Event {
   const T* as() const {
     return std::get_if<T>(&body);
   }
+  // Nothing follows it on this server: the session was deleted, or moved.
+  bool last() const { return as<SessionDeleted>() != nullptr || as<SessionMoved>() != nullptr; }
 };
 
 }  // namespace aoi::service

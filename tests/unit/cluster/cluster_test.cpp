@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "aoi/cluster/event_id_bounds.h"
 #include "aoi/cluster/kv_bucket.h"
 #include "aoi/cluster/lease_table.h"
 #include "aoi/cluster/membership.h"
@@ -256,6 +257,28 @@ TEST_F(NatsTest, ManyReplicasRacingForOneLeaseLeaveExactlyOneHolder) {
     EXPECT_EQ(won.load(), 1) << session;
     EXPECT_EQ(refused.load(), 5) << session;
   }
+}
+
+TEST_F(NatsTest, AnEventIdBoundOnlyRisesAndRacingRaisesKeepTheHighest) {
+  start(1);
+  auto b = bucket(*conn_, {.name = "aoi-event-ids"});
+  ASSERT_TRUE(b);
+  EventIdBounds bounds(*b);
+  auto none = bounds.bound("s.1");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(*none, 0u);
+  EXPECT_EQ(bounds.raise("s.1", 4096), 4096u);
+  // A stale holder's lower raise leaves the bound where it is.
+  EXPECT_EQ(bounds.raise("s.1", 100), 4096u);
+  EXPECT_EQ(*bounds.bound("s.1"), 4096u);
+  std::vector<std::thread> threads;
+  for (int t = 1; t <= 6; ++t) {
+    threads.emplace_back([&, t] { bounds.raise("s.1", 4096u * static_cast<std::uint64_t>(t + 1)); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(*bounds.bound("s.1"), 4096u * 7);
+  ASSERT_TRUE(bounds.forget("s.1"));
+  EXPECT_EQ(*bounds.bound("s.1"), 0u);
 }
 
 TEST_F(NatsTest, AReplicaDropsOutOfTheListWhenItStopsBeating) {

@@ -14,6 +14,8 @@ TEST(EventJson, EachEventHasItsWireName) {
   EXPECT_EQ(event_name(service::FlashReady{}), "flash_ready");
   EXPECT_EQ(event_name(service::BudgetExceeded{}), "warning");
   EXPECT_EQ(event_name(service::SessionDeleted{}), "session_deleted");
+  EXPECT_EQ(event_name(service::SessionMoved{}), "session_moved");
+  EXPECT_EQ(event_data(service::SessionMoved{.id = "s"}), (nlohmann::json{{"id", "s"}}));
   for (const EventBody& error : {EventBody{service::FlashFailed{}}, EventBody{service::RecordsDropped{}},
                                  EventBody{service::RecordRejected{}}}) {
     EXPECT_EQ(event_name(error), "error");

@@ -58,6 +58,29 @@ TEST(EventLog, ASubscriberAfterCloseHearsTheClosingEvent) {
   EXPECT_TRUE(seen[1].as<SessionDeleted>());
 }
 
+TEST(EventLog, AMovedSessionsLastEventIsSessionMovedAndNoIdIsReservedAfterIt) {
+  EventLog log;
+  std::vector<std::uint64_t> asked;
+  // Room for one id at a time: every event asks.
+  log.persist_ids(4096, [&](std::uint64_t upto) {
+    asked.push_back(upto);
+    return upto - EventLog::kIdBlock + 1;
+  });
+  std::vector<Event> seen;
+  log.subscribe([&](const Event& e) { seen.push_back(e); });
+  log.publish(DataUpdated{.version = 1});
+  log.close(SessionMoved{.id = "s"});
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].id, 4097u) << "ids go on after the bound given";
+  EXPECT_TRUE(seen[1].as<SessionMoved>());
+  EXPECT_TRUE(seen[1].last());
+  EXPECT_FALSE(seen[0].last());
+  EXPECT_EQ(asked.size(), 2u);
+  // Whatever kept the ids may be gone with the session: a late event asks nothing of it.
+  log.publish(DataUpdated{.version = 2});
+  EXPECT_EQ(asked.size(), 2u);
+}
+
 TEST(EventLog, EverySubscriberRacingACloseHearsItExactlyOnce) {
   for (int round = 0; round < 50; ++round) {
     EventLog log;
