@@ -4,7 +4,10 @@ import { el, formatBytes, formatInt, sourceState } from './dom.js';
 
 const COLUMNS = [
   { head: 'session', cell: (s) => s.id, cls: 'id' },
-  { head: 'replica', cell: (s) => s.replica ?? '–', cls: 'replica', cluster: true },
+  {
+    head: 'replica', cell: (s) => s.replica ?? '–', cls: 'replica', cluster: true,
+    title: (s) => (s.epoch != null ? `holds it by lease epoch ${s.epoch}` : undefined),
+  },
   { head: 'residency', cell: (s) => (s.residency ?? '–').replace('_', ' '), cls: (s) => `residency ${s.residency ?? ''}` },
   { head: 'version', cell: (s) => formatInt(s.data_version), cls: 'num', key: 'version' },
   {

@@ -152,6 +152,13 @@ int ClusterNode::held() const {
   return static_cast<int>(held_.size());
 }
 
+std::optional<std::uint64_t> ClusterNode::held_epoch(std::string_view id) const {
+  std::lock_guard lock(mu_);
+  const auto it = held_.find(id);
+  if (it == held_.end()) return std::nullopt;
+  return it->second.lease.epoch;
+}
+
 std::uint64_t ClusterNode::leases_lost() const {
   std::lock_guard lock(mu_);
   return leases_lost_;

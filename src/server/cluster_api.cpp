@@ -179,7 +179,11 @@ net::awaitable<Outcome> delete_in_cluster(Call& call) {
 net::awaitable<Outcome> list_in_cluster(Call& call, json local) {
   ClusterNode& node = *call.cluster;
   const std::string self = node.self().id;
-  for (auto& s : local) s["replica"] = self;
+  for (auto& s : local) {
+    s["replica"] = self;
+    const auto epoch = node.held_epoch(s["id"].get<std::string>());
+    s["epoch"] = epoch ? json(*epoch) : json(nullptr);
+  }
   // Asked by another replica gathering the list: this one's own.
   if (call.request.find(kForwardedBy) != call.request.end()) {
     co_return Outcome{json_response(call.request, http::status::ok, {{"sessions", local}})};

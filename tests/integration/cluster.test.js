@@ -495,6 +495,14 @@ test('the dashboard of any replica shows every session of the cluster with the r
     assert.fail(`${err.message}: want ${JSON.stringify(holders)}, shown ${JSON.stringify(rows)}`);
   }
   assert.ok((await page.$$eval('#sessions-head th', (ths) => ths.map((th) => th.textContent))).includes('replica'));
+  // Each with the epoch of the lease its replica holds it by, as the list gives it.
+  const listed = (await get(pick().server, '/v1/sessions')).body.sessions.filter((x) => ids.includes(x.id));
+  assert.equal(listed.length, ids.length);
+  for (const x of listed) {
+    assert.ok(Number.isInteger(x.epoch) && x.epoch > 0, JSON.stringify(x));
+    const title = await page.$eval(`tr[data-id="${x.id}"] td.replica`, (td) => td.title);
+    assert.match(title, /lease epoch \d+/);
+  }
   assert.match(await page.$eval('#status', (e) => e.textContent), /on \d+ replicas?/);
   assert.deepEqual(problems, []);
   await page.close();

@@ -125,6 +125,8 @@ class ClusterNode {
   // Sessions held here, and the leases lost since the start (a session dropped because another replica took it,
   // or because this one could not renew in time).
   int held() const;
+  // The epoch of the lease this replica holds the session by (none: not held here).
+  std::optional<std::uint64_t> held_epoch(std::string_view id) const;
   std::uint64_t leases_lost() const;
 
  private:
