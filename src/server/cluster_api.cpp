@@ -229,8 +229,9 @@ net::awaitable<Outcome> list_in_cluster(Call& call, json local) {
 
 namespace {
 
-// GET /v1/cluster: the live replicas, how many sessions each holds, and who holds each session with which
-// epoch (one look at the leases per session: for an operator, not a hot path).
+// GET /v1/cluster: the live replicas, how many sessions each holds, who holds each session with which epoch,
+// and the records its stream keeps (a look at the leases and one at the stream per session: for an operator,
+// not a hot path).
 net::awaitable<Outcome> cluster_status(Call& call) {
   if (call.cluster == nullptr) {
     co_return Outcome{
@@ -251,11 +252,14 @@ net::awaitable<Outcome> cluster_status(Call& call) {
     for (const auto& id : *ids) {
       auto h = node.holder(id);
       if (!h) return h.error();
-      json s = {{"id", id}, {"replica", nullptr}, {"epoch", nullptr}};
+      json s = {{"id", id}, {"replica", nullptr}, {"epoch", nullptr}, {"stream", nullptr}};
       if (*h) {
         s["replica"] = (*h)->replica;
         s["epoch"] = (*h)->epoch;
         ++held[(*h)->replica];
+      }
+      if (auto extent = node.stream(id)) {
+        s["stream"] = {{"first_seq", extent->first_seq}, {"last_seq", extent->last_seq}};
       }
       sessions.push_back(std::move(s));
     }

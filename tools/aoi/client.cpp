@@ -782,11 +782,14 @@ int run_cluster(const ClusterOptions& o) {
     replicas.push_back({text_at(x, {"id"}), text_at(x, {"url"}), text_at(x, {"held"})});
   }
   print_table(replicas, 2);
-  std::vector<std::vector<std::string>> sessions = {{"SESSION", "HELD BY", "EPOCH"}};
+  std::vector<std::vector<std::string>> sessions = {{"SESSION", "HELD BY", "EPOCH", "STREAM RECORDS"}};
   for (const auto& x : body["sessions"]) {
     const bool held = x.contains("replica") && x["replica"].is_string();
-    sessions.push_back(
-        {text_at(x, {"id"}), held ? text_at(x, {"replica"}) : "(nobody)", held ? text_at(x, {"epoch"}) : "-"});
+    const bool stream = x.contains("stream") && x["stream"].is_object();
+    sessions.push_back({text_at(x, {"id"}), held ? text_at(x, {"replica"}) : "(nobody)",
+                        held ? text_at(x, {"epoch"}) : "-",
+                        stream ? text_at(x, {"stream", "first_seq"}) + ".." + text_at(x, {"stream", "last_seq"})
+                               : "-"});
   }
   std::printf("\n");
   print_table(sessions, 2);

@@ -114,6 +114,8 @@ class ClusterNode {
   Result<std::vector<Replica>> replicas() { return membership_->live(); }
   // Who holds a session's lease now (none: nobody). Errors: not_ready.
   Result<std::optional<LeaseHolder>> holder(std::string_view id) { return leases_->holder(id); }
+  // The records the session's stream holds now. Errors: not_found, not_ready.
+  Result<StreamExtent> stream(std::string_view id) { return streams_->extent(id); }
 
   const Replica& self() const { return membership_->self(); }
   const ClusterParams& params() const { return params_; }

@@ -21,6 +21,12 @@ struct Published {
   std::uint64_t last_seq = 0;
 };
 
+// The messages a stream holds now: first_seq to last_seq (first_seq is last_seq + 1 when it holds none).
+struct StreamExtent {
+  std::uint64_t first_seq = 0;
+  std::uint64_t last_seq = 0;
+};
+
 class RecordStreams {
  public:
   // replicas: the copies each stream keeps on the NATS cluster's servers.
@@ -38,6 +44,11 @@ class RecordStreams {
                             std::string_view idempotency_key = {});
   // Deletes the stream and what it holds. Errors: not_ready.
   Status remove(std::string_view session);
+  // Drops the messages up to and including `through`: records a snapshot every holder may start from already
+  // holds. Errors: not_ready.
+  Status trim(std::string_view session, std::uint64_t through);
+  // Errors: not_found (no stream), not_ready.
+  Result<StreamExtent> extent(std::string_view session);
 
   // The session's source URL (sources/source_url.h, nats://): what its owner consumes.
   std::string source_url(std::string_view session) const;

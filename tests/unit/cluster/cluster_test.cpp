@@ -15,6 +15,7 @@
 #include "aoi/cluster/lease_table.h"
 #include "aoi/cluster/membership.h"
 #include "aoi/cluster/nats_connection.h"
+#include "aoi/cluster/record_streams.h"
 #include "aoi/cluster/rendezvous.h"
 #include "aoi/sources/nats_open.h"
 #include "nats_server.h"
@@ -257,6 +258,28 @@ TEST_F(NatsTest, ManyReplicasRacingForOneLeaseLeaveExactlyOneHolder) {
     EXPECT_EQ(won.load(), 1) << session;
     EXPECT_EQ(refused.load(), 5) << session;
   }
+}
+
+TEST_F(NatsTest, AStreamTrimmedKeepsWhatComesAfterAndItsSequences) {
+  start(1);
+  RecordStreams streams(*conn_, 1);
+  ASSERT_TRUE(streams.ensure("s.1"));
+  auto published = streams.publish("s.1", {"\"a\"", "\"b\"", "\"c\"", "\"d\"", "\"e\""});
+  ASSERT_TRUE(published) << published.error().message;
+  auto extent = streams.extent("s.1");
+  ASSERT_TRUE(extent) << extent.error().message;
+  EXPECT_EQ(extent->first_seq, 1u);
+  EXPECT_EQ(extent->last_seq, 5u);
+  ASSERT_TRUE(streams.trim("s.1", 3));
+  extent = streams.extent("s.1");
+  ASSERT_TRUE(extent);
+  EXPECT_EQ(extent->first_seq, 4u);
+  EXPECT_EQ(extent->last_seq, 5u);
+  // The next record still gets the next sequence: its seq in the session.
+  auto more = streams.publish("s.1", {"\"f\""});
+  ASSERT_TRUE(more);
+  EXPECT_EQ(more->first_seq, 6u);
+  EXPECT_EQ(streams.extent("nobody").error().type, ErrorType::kNotFound);
 }
 
 TEST_F(NatsTest, AnEventIdBoundOnlyRisesAndRacingRaisesKeepTheHighest) {
