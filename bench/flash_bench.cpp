@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   // ---- Flash-hit latency over HTTP ----
   {
     auto svc = start(model, threads, depth);
+    std::printf("KV cache %s\n\n", svc->stats().kv_cache_choice.c_str());
     fill(*svc, depth);
     svc->add_flash(svc->handle("bench"), {kQuestions[0], answer_tokens}).value();
     const auto v = svc->session("bench")->data_version;

@@ -91,6 +91,7 @@ std::unique_ptr<aoi::service::Service> start(const std::string& model, aoi::engi
   p.model.path = model;
   cp.n_ctx = static_cast<std::uint32_t>(2 * window + 2048);
   p.context = cp;
+  p.kv_cache = {cp.type_k, cp.type_v};  // the raw context's, not aoi serve's default
   p.max_sessions = 1;
   p.pool_slots = 0;
   p.ring_capacity = 1 << 16;
