@@ -54,6 +54,35 @@ Result<std::unique_ptr<NatsConnection>> NatsConnection::connect(std::vector<sour
 
 bool NatsConnection::connected() const { return natsConnection_Status(impl_->conn) == NATS_CONN_STATUS_CONNECTED; }
 
+namespace {
+
+// libnats makes buckets whose reads any of the stream's servers may answer ("direct get"), a follower behind its
+// leader included: a replica could then miss a session just created through another one, or read a lease or an
+// event-id bound older than the last write. This turns that off, so that reads go to the stream's leader.
+Status read_from_leader(jsCtx* js, const std::string& where, const std::string& bucket, kvStore*& kv) {
+  const std::string stream = "KV_" + bucket;
+  jsStreamInfo* raw = nullptr;
+  natsStatus s = js_GetStreamInfo(&raw, js, stream.c_str(), nullptr, nullptr);
+  sources::NatsPtr<jsStreamInfo> info(raw);
+  if (s != NATS_OK || info == nullptr) {
+    return Error::not_ready(where + ": bucket " + bucket + ": " + sources::nats_status_text(s));
+  }
+  if (!info->Config->AllowDirect) return {};
+  info->Config->AllowDirect = false;
+  jsStreamInfo* updated = nullptr;
+  s = js_UpdateStream(&updated, js, info->Config, nullptr, nullptr);
+  jsStreamInfo_Destroy(updated);
+  if (s != NATS_OK) return Error::not_ready(where + ": bucket " + bucket + ": " + sources::nats_status_text(s));
+  // Bound again: a bucket reads the way its stream allowed when it was bound.
+  kvStore_Destroy(kv);
+  kv = nullptr;
+  s = js_KeyValue(&kv, js, bucket.c_str());
+  if (s != NATS_OK) return Error::not_ready(where + ": bucket " + bucket + ": " + sources::nats_status_text(s));
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<KvBucket>> NatsConnection::bucket(const BucketSpec& spec) {
   kvStore* kv = nullptr;
   natsStatus s = js_KeyValue(&kv, impl_->js, spec.name.c_str());
@@ -76,6 +105,10 @@ Result<std::unique_ptr<KvBucket>> NatsConnection::bucket(const BucketSpec& spec)
     }
   }
   if (s != NATS_OK) return Error::not_ready(where_ + ": bucket " + spec.name + ": " + sources::nats_status_text(s));
+  if (Status consistent = read_from_leader(impl_->js, where_, spec.name, kv); !consistent) {
+    kvStore_Destroy(kv);
+    return consistent.error();
+  }
   auto impl = std::make_unique<KvBucket::Impl>();
   impl->kv = kv;
   impl->name = spec.name;

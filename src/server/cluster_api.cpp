@@ -73,7 +73,12 @@ net::awaitable<ClusterRouting> route_in_cluster(ClusterNode& node, service::Serv
   switch (routed->kind) {
     case ClusterNode::Route::Kind::kHere: {
       auto session = service.handle(id);
-      if (session != nullptr && !may_see(tenant, *session)) session = nullptr;
+      if (session == nullptr) {
+        // Held here when routed, gone since: handed over (or dropped) in between. It lives on elsewhere.
+        co_return ClusterRouting{
+            .outcome = Outcome{error_response(req, Error::not_ready("session " + id + " is moving between replicas"))}};
+      }
+      if (!may_see(tenant, *session)) session = nullptr;
       co_return ClusterRouting{.session = std::move(session)};
     }
     case ClusterNode::Route::Kind::kThere: {

@@ -18,6 +18,7 @@
 #include "aoi/cluster/record_streams.h"
 #include "aoi/cluster/rendezvous.h"
 #include "aoi/sources/nats_open.h"
+#include "nats_connection_impl.h"
 #include "nats_server.h"
 #include "temp_dir.h"
 
@@ -352,6 +353,40 @@ TEST_F(NatsTest, WithTheServerAwayCallsSayNotReadyAndWorkAgainWhenItIsBack) {
     s = a.renew(*lease);
   }
   EXPECT_TRUE(s) << s.error().message;
+}
+
+TEST_F(NatsTest, ABucketIsReadFromItsLeaderSoEveryServerSeesTheLastWrite) {
+  // A session created through one replica and asked about through another at once: the bucket's reads must see
+  // every acknowledged write whichever server a replica reaches. libnats makes buckets whose reads any of the
+  // stream's servers answers ("direct get", a follower behind its leader included); aoi's are read from the
+  // leader.
+  start(3);
+  ASSERT_TRUE(bucket(*conn_, {.name = "aoi-sessions", .replicas = 3}));
+  jsStreamInfo* raw = nullptr;
+  ASSERT_EQ(js_GetStreamInfo(&raw, conn_->impl().js, "KV_aoi-sessions", nullptr, nullptr), NATS_OK);
+  EXPECT_FALSE(raw->Config->AllowDirect);
+  jsStreamInfo_Destroy(raw);
+  std::vector<std::unique_ptr<NatsConnection>> conns;
+  std::vector<std::unique_ptr<KvBucket>> buckets;
+  for (int i = 0; i < 3; ++i) {
+    auto servers = NatsConnection::parse_servers(cluster_->node(i).url());
+    ASSERT_TRUE(servers);
+    auto c = NatsConnection::connect(*servers, "node" + std::to_string(i), 2s);
+    ASSERT_TRUE(c) << c.error().message;
+    conns.push_back(std::move(c).value());
+    buckets.push_back(bucket(*conns.back(), {.name = "aoi-sessions", .replicas = 3}));
+    ASSERT_TRUE(buckets.back());
+  }
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto written = buckets[static_cast<size_t>(i % 3)]->create(key, "v");
+    ASSERT_TRUE(written) << written.error().message;
+    for (int r = 1; r <= 2; ++r) {
+      auto got = buckets[static_cast<size_t>((i + r) % 3)]->get(key);
+      ASSERT_TRUE(got && *got) << key;
+      EXPECT_EQ((*got)->revision, *written) << key;
+    }
+  }
 }
 
 TEST_F(NatsTest, AThreeNodeClusterKeepsLeasesAndTheirOrderWhenANodeIsKilled) {
