@@ -102,4 +102,26 @@ Result<std::vector<std::string>> KvBucket::keys() {
   return out;
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> KvBucket::entries() {
+  kvWatchOptions opts;
+  kvWatchOptions_Init(&opts);
+  opts.IgnoreDeletes = true;
+  kvWatcher* watcher = nullptr;
+  natsStatus s = kvStore_WatchAll(&watcher, impl_->kv, &opts);
+  if (s != NATS_OK) return read_error(impl_->name, s);
+  std::vector<std::pair<std::string, std::string>> out;
+  // The watcher hands over every entry there is, then a null one: the end of what was there when it started.
+  for (;;) {
+    kvEntry* e = nullptr;
+    s = kvWatcher_Next(&e, watcher, 5000);
+    if (s != NATS_OK || e == nullptr) break;
+    out.emplace_back(kvEntry_Key(e),
+                     std::string(static_cast<const char*>(kvEntry_Value(e)), static_cast<size_t>(kvEntry_ValueLen(e))));
+    kvEntry_Destroy(e);
+  }
+  kvWatcher_Destroy(watcher);
+  if (s != NATS_OK) return read_error(impl_->name, s);
+  return out;
+}
+
 }  // namespace aoi::cluster

@@ -35,4 +35,15 @@ Result<std::vector<std::string>> SessionCatalogue::ids() {
   return out;
 }
 
+Result<int> SessionCatalogue::owned_by(std::string_view owner) {
+  auto entries = bucket_.entries();
+  if (!entries) return entries.error();
+  int n = 0;
+  for (const auto& [key, value] : *entries) {
+    const auto j = nlohmann::json::parse(value, nullptr, false);
+    if (j.is_object() && j.value("owner", std::string()) == owner) ++n;
+  }
+  return n;
+}
+
 }  // namespace aoi::cluster

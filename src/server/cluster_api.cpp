@@ -141,6 +141,16 @@ net::awaitable<Outcome> create_in_cluster(Call& call, json body, const std::stri
       if (forwarded) co_return std::move(*forwarded);
     }
   }
+  // The tenant's sessions quota counts its sessions on every replica (its cells quota, those held here).
+  QuotaGate::CreateTicket ticket;
+  if (!call.tenant->admin) {
+    auto count = [&node, owner = call.tenant->name] { return node.sessions_owned_by(owner); };
+    auto owned = co_await on_cluster<Result<int>>(node, count);
+    if (!owned) co_return Outcome{error_response(call.request, owned.error())};
+    if (auto refused = call.quotas.begin_create(*call.tenant, *owned, ticket)) {
+      co_return Outcome{quota_response(call.request, *refused)};
+    }
+  }
   cluster::SessionDefinition definition{.request = std::move(body),
                                         .owner = call.tenant->admin ? "" : call.tenant->name};
   auto create = [&node, id, definition = std::move(definition)] { return node.create(id, definition); };

@@ -111,6 +111,7 @@ class ClusterNode {
   Status remove(std::string_view id);
   Result<std::optional<SessionDefinition>> definition(std::string_view id) { return catalogue_->definition(id); }
   Result<std::vector<std::string>> ids() { return catalogue_->ids(); }
+  Result<int> sessions_owned_by(std::string_view owner) { return catalogue_->owned_by(owner); }
   Result<std::vector<Replica>> replicas() { return membership_->live(); }
   // Who holds a session's lease now (none: nobody). Errors: not_ready.
   Result<std::optional<LeaseHolder>> holder(std::string_view id) { return leases_->holder(id); }

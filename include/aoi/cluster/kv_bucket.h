@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "aoi/common/error.h"
@@ -43,6 +44,8 @@ class KvBucket {
   Status erase(std::string_view key);
   // The keys holding an entry now.
   Result<std::vector<std::string>> keys();
+  // Every entry now, as key and value, in one pass over the bucket.
+  Result<std::vector<std::pair<std::string, std::string>>> entries();
 
   const std::string& name() const;
 

@@ -30,6 +30,8 @@ class SessionCatalogue {
   Result<std::optional<SessionDefinition>> definition(std::string_view id);
   Status remove(std::string_view id);
   Result<std::vector<std::string>> ids();
+  // How many sessions of the cluster `owner` owns (a tenant's sessions quota counts them all). Errors: not_ready.
+  Result<int> owned_by(std::string_view owner);
 
  private:
   KvBucket& bucket_;

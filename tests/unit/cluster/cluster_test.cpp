@@ -17,6 +17,7 @@
 #include "aoi/cluster/nats_connection.h"
 #include "aoi/cluster/record_streams.h"
 #include "aoi/cluster/rendezvous.h"
+#include "aoi/cluster/session_catalogue.h"
 #include "aoi/sources/nats_open.h"
 #include "nats_connection_impl.h"
 #include "nats_server.h"
@@ -259,6 +260,24 @@ TEST_F(NatsTest, ManyReplicasRacingForOneLeaseLeaveExactlyOneHolder) {
     EXPECT_EQ(won.load(), 1) << session;
     EXPECT_EQ(refused.load(), 5) << session;
   }
+}
+
+TEST_F(NatsTest, TheCatalogueCountsATenantsSessionsAcrossTheCluster) {
+  start(1);
+  auto b = bucket(*conn_, {.name = "aoi-sessions"});
+  ASSERT_TRUE(b);
+  SessionCatalogue catalogue(*b);
+  auto none = catalogue.owned_by("acme");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(*none, 0);
+  for (const auto& [id, owner] : std::vector<std::pair<std::string, std::string>>{
+           {"a.1", "acme"}, {"a.2", "acme"}, {"b.1", "beta"}, {"admin", ""}}) {
+    ASSERT_TRUE(catalogue.define(id, {.request = {{"id", id}}, .owner = owner}));
+  }
+  EXPECT_EQ(*catalogue.owned_by("acme"), 2);
+  EXPECT_EQ(*catalogue.owned_by("beta"), 1);
+  ASSERT_TRUE(catalogue.remove("a.1"));
+  EXPECT_EQ(*catalogue.owned_by("acme"), 1) << "a deleted session counts no more";
 }
 
 TEST_F(NatsTest, AStreamTrimmedKeepsWhatComesAfterAndItsSequences) {
