@@ -12,6 +12,9 @@ const arg = (name, dflt) => {
 const AOI = arg('aoi');
 const MODEL = arg('model');
 const THREADS = arg('threads', '1');
+// aoi serve's default for the benchmark's model, named so that every system and every run says which.
+const KV_K = arg('cache-type-k', 'q8_0');
+const KV_V = arg('cache-type-v', 'f16');
 const TTL = Number(arg('lease-ttl-ms', '2000'));
 const SIZES = arg('sizes', '1024,4096,8192').split(',').map(Number);
 const OUT = arg('out');
@@ -52,7 +55,7 @@ const stats = (xs) => {
   return { p50: s[Math.floor(s.length * 0.5)], p99: s[Math.min(s.length - 1, Math.floor(s.length * 0.99))], n: s.length };
 };
 // Replicas: 4 sessions of 10240 cells (the 8K-token failover session fits); the single servers only push.
-const engine = ['--model', MODEL, '--threads', THREADS];
+const engine = ['--model', MODEL, '--threads', THREADS, '--cache-type-k', KV_K, '--cache-type-v', KV_V];
 const replicaContext = ['--ctx-size', String(10240 * 7), '--max-sessions', '4'];
 const singleContext = ['--ctx-size', String(4096 * 5), '--max-sessions', '2'];
 
@@ -198,13 +201,17 @@ for (const size of SIZES) {
   failover.push(row);
 }
 
-const settings = { model: MODEL, threads: THREADS, lease_ttl_ms: TTL, nats_copies: 1, snapshot_interval_s: 2 };
+const settings = {
+  model: MODEL, threads: THREADS, cache_type_k: KV_K, cache_type_v: KV_V, lease_ttl_ms: TTL, nats_copies: 1,
+  snapshot_interval_s: 2,
+};
 const results = { commit: arg('commit'), command: arg('command'), settings, push, forward, failover };
 writeFileSync(path.join(OUT, 'results.json'), JSON.stringify(results, null, 2));
 const ms = (x) => x.toFixed(1);
 const md = [];
 md.push(`Measured at commit \`${results.commit}\`: \`${results.command}\``, '');
-md.push(`Settings: ${THREADS} thread(s) per server, model \`${path.basename(MODEL)}\`, lease TTL ${TTL} ms, ` +
+md.push(`Settings: ${THREADS} thread(s) per server, model \`${path.basename(MODEL)}\`, KV cache K ${KV_K} V ${KV_V}, ` +
+  `lease TTL ${TTL} ms, ` +
   'one NATS server (one copy of each stream and bucket), snapshots every 2 s to a folder on the same disk; ' +
   'each system timed alone, the first 50 pushes and 30 requests of each series not counted.', '');
 md.push('| failover: kill -9 of the holder → the session answers again | tokens | records | from its snapshot | from its stream alone |');
