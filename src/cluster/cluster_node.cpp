@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <set>
 
 #include "aoi/sources/source_manager.h"
@@ -25,17 +24,6 @@ std::vector<std::filesystem::path> snapshot_files(const std::filesystem::path& d
   }
   std::sort(files.begin(), files.end());
   return files;
-}
-
-// The last record a snapshot holds, from its name ("<epoch>-<seq>.aoisnap"; 0 for another name).
-std::uint64_t snapshot_seq(const std::filesystem::path& file) {
-  const std::string stem = file.stem().string();
-  const auto dash = stem.find('-');
-  if (dash == std::string::npos) return 0;
-  std::uint64_t seq = 0;
-  const char* end = stem.data() + stem.size();
-  if (std::from_chars(stem.data() + dash + 1, end, seq).ptr != end) return 0;
-  return seq;
 }
 
 }  // namespace
@@ -428,13 +416,6 @@ bool ClusterNode::snapshot(const std::string& id, const Held& h) {
   // The newest two stay: one being read by a new holder as the next is written is never the only one.
   const auto files = snapshot_files(dir);
   for (size_t i = 0; i + 2 < files.size(); ++i) std::filesystem::remove(files[i], ec);
-  // The stream keeps what comes after the older of the two: a holder starts from one of them.
-  if (files.size() >= 2) {
-    const std::uint64_t older = std::min(snapshot_seq(files[files.size() - 2]), seq);
-    if (Status trimmed = streams_->trim(id, older); !trimmed) {
-      spdlog::warn("cluster: session {}: stream not trimmed ({})", id, trimmed.error().message);
-    }
-  }
   std::lock_guard lock(mu_);
   ++snapshots_written_;
   if (auto it = held_.find(id); it != held_.end() && it->second.lease.epoch == lease.epoch) {

@@ -90,17 +90,6 @@ Status RecordStreams::remove(std::string_view session) {
   return Error::not_ready(nats_.where() + ": delete stream " + name + ": " + sources::nats_status_text(s));
 }
 
-Status RecordStreams::trim(std::string_view session, std::uint64_t through) {
-  const std::string name = stream_name(session);
-  jsOptions opts;
-  jsOptions_Init(&opts);
-  opts.Stream.Purge.Sequence = through + 1;  // JetStream purges below this one
-  jsErrCode code = static_cast<jsErrCode>(0);
-  const natsStatus s = js_PurgeStream(nats_.impl().js, name.c_str(), &opts, &code);
-  if (s == NATS_OK) return {};
-  return Error::not_ready(nats_.where() + ": trim stream " + name + ": " + sources::nats_status_text(s));
-}
-
 Result<StreamExtent> RecordStreams::extent(std::string_view session) {
   const std::string name = stream_name(session);
   jsStreamInfo* raw = nullptr;

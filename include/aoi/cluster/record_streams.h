@@ -44,9 +44,6 @@ class RecordStreams {
                             std::string_view idempotency_key = {});
   // Deletes the stream and what it holds. Errors: not_ready.
   Status remove(std::string_view session);
-  // Drops the messages up to and including `through`: records a snapshot every holder may start from already
-  // holds. Errors: not_ready.
-  Status trim(std::string_view session, std::uint64_t through);
   // Errors: not_found (no stream), not_ready.
   Result<StreamExtent> extent(std::string_view session);
 
