@@ -321,6 +321,9 @@ test('in Chromium: a source session shows its consumer: connected, what it read,
       expectStatus(await post(ctx.server, '/v1/sessions', {
         id, ...SMALL_SESSION, source: { url: `mqtt://127.0.0.1:${port}/plant/%23`, format: 'json' },
       }), 201);
+      // Published once the consumer has subscribed (its first connection comes after the session's creation):
+      // what an MQTT broker gets before that goes to no subscriber.
+      await waitSession(ctx.server, id, (x) => x.source.connected, 'the source subscribed');
       const r = spawnSync(MOSQUITTO_PUB, ['-h', '127.0.0.1', '-p', String(port), '-t', 'plant/boiler', '-q', '1',
         '-l'], { input: '{"temp": 81}\n{"temp": 82}\n{"temp": 83}\n', encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);
