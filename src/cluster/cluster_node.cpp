@@ -28,6 +28,10 @@ std::vector<std::filesystem::path> snapshot_files(const std::filesystem::path& d
 
 }  // namespace
 
+Error moving_session(std::string_view id) {
+  return Error::not_ready("session " + std::string(id) + " is moving between replicas");
+}
+
 Status validate(const ClusterParams& params) {
   if (auto servers = NatsConnection::parse_servers(params.url); !servers) return servers.error();
   if (params.replica_id.empty() || !service::Service::valid_session_id(params.replica_id)) {
@@ -264,12 +268,12 @@ Result<ClusterNode::Route> ClusterNode::route(std::string_view id, bool take) {
   }
   std::lock_guard lock(mu_);
   auto it = held_.find(id);
-  if (it == held_.end()) return Error::not_ready("session " + std::string(id) + " is moving between replicas");
+  if (it == held_.end()) return moving_session(id);
   return here(id, it->second);
 }
 
 Result<ClusterNode::Route> ClusterNode::here(std::string_view id, Held& held) {
-  if (!held.lease.valid()) return Error::not_ready("session " + std::string(id) + " is moving between replicas");
+  if (!held.lease.valid()) return moving_session(id);
   if (held.catch_up_seq > 0) {
     const auto view = held.session->view();
     const std::uint64_t ingested = view == nullptr ? 0 : view->last_seq_ingested;

@@ -75,8 +75,7 @@ net::awaitable<ClusterRouting> route_in_cluster(ClusterNode& node, service::Serv
       auto session = service.handle(id);
       if (session == nullptr) {
         // Held here when routed, gone since: handed over (or dropped) in between. It lives on elsewhere.
-        co_return ClusterRouting{
-            .outcome = Outcome{error_response(req, Error::not_ready("session " + id + " is moving between replicas"))}};
+        co_return ClusterRouting{.outcome = Outcome{error_response(req, cluster::moving_session(id))}};
       }
       if (!may_see(tenant, *session)) session = nullptr;
       co_return ClusterRouting{.session = std::move(session)};
@@ -85,8 +84,7 @@ net::awaitable<ClusterRouting> route_in_cluster(ClusterNode& node, service::Serv
       if (forwarded) {
         // Forwarded here by a replica whose view was older than ours: one hop more at most.
         if (sv(req[kForwardedBy]) == routed->replica.id || req.count(kForwardedBy) > 1) {
-          co_return ClusterRouting{.outcome = Outcome{error_response(
-                                       req, Error::not_ready("session " + id + " is moving between replicas"))}};
+          co_return ClusterRouting{.outcome = Outcome{error_response(req, cluster::moving_session(id))}};
         }
       }
       auto outcome = co_await forward(req, stream, routed->replica.url, node.self().id);

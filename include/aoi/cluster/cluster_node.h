@@ -66,6 +66,9 @@ struct ClusterParams {
 // Errors: Error::invalid naming the flag ("cluster", "replica_id", "advertise", "lease_ttl", "copies").
 Status validate(const ClusterParams& params);
 
+// What a request about a session moving between replicas gets (not_ready: 503, try again).
+Error moving_session(std::string_view id);
+
 class ClusterNode {
  public:
   // The session's configuration from its definition: the same checks as a creation on one server.
