@@ -4,6 +4,7 @@
 # The compiler's output goes where this script's goes. With AOI_STAGE_LOG=FILE (scripts/run.sh sets it),
 # configuring and building print one progress line each instead, their output appended to FILE, and its last
 # 40 lines shown if one fails; AOI_VERBOSE=1 (or CI=true) shows it live as well (scripts/lib/stages.sh).
+# AOI_TARGETS="a b" builds those targets (and what they need) only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib/stages.sh
@@ -11,6 +12,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/build}
 shift || true
 jobs=${AOI_JOBS:-$(nproc)}
+targets=()
+for t in ${AOI_TARGETS:-}; do targets+=(--target "$t"); done
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   # The compiler cache shares llama.cpp's objects between build directories (build, build-asan, build-tsan
@@ -22,7 +25,7 @@ configure=(cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE="${AOI_BUILD_TYPE:-Rele
            "${launcher[@]}" "$@")
 if [ -z "${AOI_STAGE_LOG:-}" ]; then
   "${configure[@]}" >/dev/null
-  cmake --build "$dir" -j"$jobs"
+  cmake --build "$dir" -j"$jobs" "${targets[@]}"
   exit 0
 fi
 if [ -x "$dir/tools/aoi" ]; then
@@ -31,4 +34,4 @@ else
   what="building llama.cpp and aoi with $jobs jobs (the first time: about 15 minutes on 2 cores)"
 fi
 stage_run "configuring $dir" "${configure[@]}"
-stage_run --progress "$what" cmake --build "$dir" -j"$jobs"
+stage_run --progress "$what" cmake --build "$dir" -j"$jobs" "${targets[@]}"

@@ -1,25 +1,28 @@
 #!/usr/bin/python3
 """Trains the analyst model (models/analyst.gguf) on this machine's CPU: a small Llama-architecture transformer
-with a character vocabulary and ChatML turns, from the benchmark's own OHLCV streams and questions
-(aoi-analyst-data), then writes it as a GGUF with llama.cpp's gguf-py and prints its held-out accuracy.
+with a vocabulary of characters or one made for bars (Vocab) and ChatML turns, from the benchmark's own OHLCV
+streams and questions (aoi-analyst-data, tokenized by aoi-analyst-tokens), then writes it as a GGUF with
+llama.cpp's gguf-py and prints its held-out accuracy.
 
-    scripts/train-analyst.sh            the whole recipe (installs, builds the data tool, trains, exports)
-    train_analyst.py --data-tool BIN --gguf-py DIR --out FILE [--steps N] [--seed S]
+    scripts/train-analyst.sh            the whole recipe (installs, builds the data tools, trains, exports)
+    train_analyst.py --data-tool BIN --tokens-tool BIN --gguf-py DIR --out FILE [--steps N] [--seed S]
 
-Each training sequence is one window of bars as a session holds it (the system text and the records, in the
-layout aoi decodes: `<|im_start|>system\\n` + system + `\\n` + one record per line), followed by question
-blocks asked after some of its records. A block is laid out as aoi's Region 2 (`<|im_end|>\\n<|im_start|>user\\n`
-+ question + `<|im_end|>\\n<|im_start|>assistant\\n` + answer + `<|im_end|>`), placed at the positions right after
-the record it is asked after, and it sees only the records up to there and itself: one pass over a window
-teaches many questions at many points of it, exactly as aoi's ephemeral question region sees the session.
-The loss is the answers' (with the records' next-character loss beside it at a smaller weight).
+Each training sequence is one window of bars as a session holds it (Region 0: the chat template's system
+opener, the system text and `\n`; then one record per line), followed by question blocks asked after some of
+its records. A block is aoi's Region 2 (the scaffold `<|im_end|>\n<|im_start|>user\n`, the question, the
+question close `<|im_end|>\n<|im_start|>assistant\n`) with the answer and `<|im_end|>`, placed at the
+positions right after the record it is asked after, and it sees only the records up to there and itself: one
+pass over a window teaches many questions at many points of it, exactly as aoi's ephemeral question region sees
+the session. The loss is the answers' and the records' next-token loss beside it (--record-weight).
 """
 import argparse
 import json
 import math
 import random
+import re
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -30,47 +33,52 @@ import torch.nn.functional as F
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>'"
     " + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
-SYSTEM_OPEN = "<|im_start|>system\n"
-SCAFFOLD = "<|im_end|>\n<|im_start|>user\n"
-QUESTION_CLOSE = "<|im_end|>\n<|im_start|>assistant\n"
 
 
 class Vocab:
-    """Characters, with llama.cpp's SentencePiece conventions: a space is U+2581, anything else unlisted goes
-    through byte tokens. With no token longer than a character, llama.cpp's tokenizer makes one token per
-    character, which is what encode() does."""
-    SPECIAL = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+    """The model's tokens, with llama.cpp's SentencePiece ("llama") conventions: a space is U+2581, and anything
+    unlisted goes through byte tokens. Two kinds (--vocab):
 
-    def __init__(self):
+    chars: one token per printable ASCII character and nothing longer, so llama.cpp's tokenizer makes one token
+           per character: a bar is about 59 tokens, a price 6.
+    bars:  the characters, then pieces llama.cpp's tokenizer puts together the way bars and questions need:
+           digit runs of two and three, the field openers (",O", ",O=" ...), and the chat roles and the words of
+           the system text and the questions, alone and after a space, each with all its prefixes. A piece's
+           score is its length, so the tokenizer's highest-score-then-leftmost merging builds digit groups of
+           three from the left and each listed word whole: a price is `101` `.` `25`, a bar about 30 tokens and
+           a question block a third of its characters.
+
+    The script never tokenizes by itself: aoi-analyst-tokens does, with llama.cpp, as a session does, from a
+    GGUF with these tokens."""
+    SPECIAL = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>"]
+    KINDS = ("chars", "bars")
+
+    def __init__(self, kind, words):
         self.tokens = list(self.SPECIAL)
         self.types = [2, 3, 3, 3, 3]  # UNKNOWN, CONTROL...
+        self.scores = [0.0] * len(self.SPECIAL)
         for b in range(256):
-            self.tokens.append(f"<0x{b:02X}>")
-            self.types.append(6)  # BYTE
-        self.byte0 = len(self.SPECIAL)
-        for c in ["\u2581"] + [chr(c) for c in range(0x21, 0x7F)]:
-            self.tokens.append(c)
-            self.types.append(1)  # NORMAL
-        self.ids = {t: i for i, t in enumerate(self.tokens)}
-        self.im_end = self.ids["<|im_end|>"]
+            self._add(f"<0x{b:02X}>", 6)  # BYTE
+        pieces = ["\u2581"] + [chr(c) for c in range(0x21, 0x7F)]
+        if kind == "bars":
+            pieces += [f"{n:02d}" for n in range(100)] + [f"{n:03d}" for n in range(1000)]
+            pieces += [p for f in "OHLCV" for p in (f",{f}", f",{f}=")]
+            for w in sorted(words):
+                pieces += [w[:k] for k in range(2, len(w) + 1)] + ["\u2581" + w[:k] for k in range(1, len(w) + 1)]
+        for p in dict.fromkeys(pieces):  # in order, once each
+            self._add(p, 1)  # NORMAL
+        self.im_end = self.tokens.index("<|im_end|>")
 
-    def encode(self, text):
-        out = []
-        i = 0
-        while i < len(text):
-            special = next((s for s in ("<|im_start|>", "<|im_end|>") if text.startswith(s, i)), None)
-            if special:
-                out.append(self.ids[special])
-                i += len(special)
-                continue
-            c = text[i]
-            key = "\u2581" if c == " " else c
-            if key in self.ids and self.types[self.ids[key]] == 1:
-                out.append(self.ids[key])
-            else:
-                out.extend(self.byte0 + b for b in c.encode("utf-8"))
-            i += 1
-        return out
+    def _add(self, piece, token_type):
+        self.tokens.append(piece)
+        self.types.append(token_type)
+        self.scores.append(float(len(piece)) if token_type == 1 and len(piece) > 1 else 0.0)
+
+    @staticmethod
+    def words_of(streams):
+        """The chat template's roles and the words of the system text, the questions and the answers."""
+        texts = [streams[0]["system"]] + [q["question"] + " " + q["answer"] for s in streams for q in s["questions"]]
+        return {"system", "user", "assistant"} | {w for t in texts for w in re.findall(r"[A-Za-z]+", t)}
 
 
 class Config:
@@ -80,6 +88,7 @@ class Config:
         self.layers = kw.get("layers", 4)
         self.heads = kw.get("heads", 4)
         self.ff = kw.get("ff", 384)
+        self.tied = kw.get("tied", True)  # the output matrix is the token embeddings'
         self.ctx = kw.get("ctx", 8192)
         self.rope_base = 10000.0
         self.eps = 1e-5
@@ -122,6 +131,13 @@ class Model(torch.nn.Module):
                 torch.nn.init.normal_(lin.weight, std=0.02 / math.sqrt(2 * cfg.layers))
             self.blocks.append(b)
         self.out_norm = torch.nn.Parameter(torch.ones(d))
+        # Untied, a copied price token can come out as itself rather than as a token of about its size, which is
+        # what the smooth numeric part of shared embeddings carries through a head (models/analyst.md).
+        if not cfg.tied:
+            self.out = torch.nn.Parameter(torch.randn(cfg.n_vocab, d) * 0.02)
+
+    def output_matrix(self):
+        return self.emb if self.cfg.tied else self.out
 
     def forward(self, tokens, pos, mask):
         """tokens, pos: [T]; mask: [T, T] bool, True where a row may attend a column. Returns logits [T, V]."""
@@ -141,7 +157,7 @@ class Model(torch.nn.Module):
             x = x + b.wo((att @ v).transpose(0, 1).reshape(t, cfg.d))
             y = rms_norm(x, b.ffn_norm, cfg.eps)
             x = x + b.down(F.silu(b.gate(y)) * b.up(y))
-        return rms_norm(x, self.out_norm, cfg.eps) @ self.emb.t()
+        return rms_norm(x, self.out_norm, cfg.eps) @ self.output_matrix().t()
 
 
 class Window:
@@ -149,21 +165,23 @@ class Window:
     the attention mask and the targets."""
 
     def __init__(self, vocab, stream, questions):
-        main = vocab.encode(SYSTEM_OPEN + stream["system"] + "\n")
+        """questions: indices into stream["questions"]."""
+        tok = stream["tokens"]
+        main = list(tok["region0"])
         rec_end = []  # main length after each record and its newline
         rec_targets = []
-        for r in stream["records"]:
+        for r in tok["records"]:
             start = len(main)
-            main += vocab.encode(r + "\n")
+            main += r
             rec_end.append(len(main))
             rec_targets.extend(range(start, len(main)))
         tokens, pos, limit, block = list(main), list(range(len(main))), [i + 1 for i in range(len(main))], \
             [0] * len(main)
         ans_at, ans_tok, ans_q = [], [], []  # logits row, target token, question index
         for qi, q in enumerate(questions):
-            start = rec_end[q["after"]]
-            prompt = vocab.encode(SCAFFOLD + q["question"] + QUESTION_CLOSE)
-            answer = vocab.encode(q["answer"]) + [vocab.im_end]
+            start = rec_end[stream["questions"][q]["after"]]
+            prompt = tok["prompts"][q]
+            answer = tok["answers"][q] + [vocab.im_end]
             ids = prompt + answer
             first = len(tokens)
             tokens += ids
@@ -187,14 +205,27 @@ class Window:
         self.ans_at = torch.tensor(ans_at, dtype=torch.long)
         self.ans_tok = torch.tensor(ans_tok, dtype=torch.long)
         self.ans_q = torch.tensor(ans_q, dtype=torch.long)
-        self.questions = questions
+        self.questions = [stream["questions"][q] for q in questions]
 
 
-def read_streams(tool, seed, streams, min_bars, max_bars, first_after=5, every=4):
-    out = subprocess.run([tool, "--seed", str(seed), "--streams", str(streams), "--min-bars", str(min_bars),
-                          "--max-bars", str(max_bars), "--first-after", str(first_after), "--every", str(every)],
-                         check=True, capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
+class Data:
+    """Windows from aoi-analyst-data, tokenized by aoi-analyst-tokens with a GGUF of the vocabulary (written once
+    the vocabulary is known: set_vocab)."""
+
+    def __init__(self, data_tool, tokens_tool):
+        self.data_tool, self.tokens_tool, self.gguf = data_tool, tokens_tool, None
+
+    def set_vocab(self, gguf_path):
+        self.gguf = gguf_path
+
+    def streams(self, seed, streams, min_bars, max_bars, first_after=5, every=4):
+        out = subprocess.run([self.data_tool, "--seed", str(seed), "--streams", str(streams), "--min-bars",
+                              str(min_bars), "--max-bars", str(max_bars), "--first-after", str(first_after),
+                              "--every", str(every)], check=True, capture_output=True, text=True).stdout
+        if self.gguf:
+            out = subprocess.run([self.tokens_tool, self.gguf], input=out, check=True, capture_output=True,
+                                 text=True).stdout
+        return [json.loads(line) for line in out.splitlines()]
 
 
 BINARY = {"trend": ("UP", "DOWN"), "pullback": ("YES", "NO"), "recent_high": ("YES", "NO"),
@@ -217,7 +248,9 @@ def balance(streams):
 
 
 def pick_questions(stream, keep, per_window, rng):
-    qs = [q for q in stream["questions"] if q["type"] not in keep or rng.random() < keep[q["type"]][q["answer"]]]
+    """Indices of up to per_window of the stream's questions, the yes/no ones kept as balance() says."""
+    qs = [i for i, q in enumerate(stream["questions"])
+          if q["type"] not in keep or rng.random() < keep[q["type"]][q["answer"]]]
     rng.shuffle(qs)
     return qs[:per_window]
 
@@ -229,7 +262,7 @@ def evaluate(model, vocab, streams):
     model.eval()
     with torch.no_grad():
         for s in streams:
-            w = Window(vocab, s, s["questions"])
+            w = Window(vocab, s, range(len(s["questions"])))
             logits = model(w.tokens, w.pos, w.mask)
             ok = logits[w.ans_at].argmax(-1) == w.ans_tok
             for qi, q in enumerate(s["questions"]):
@@ -284,7 +317,7 @@ def export(model, vocab, path, gguf_py, description):
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     w.add_tokenizer_model("llama")
     w.add_token_list(vocab.tokens)
-    w.add_token_scores([0.0] * len(vocab.tokens))
+    w.add_token_scores(vocab.scores)
     w.add_token_types(vocab.types)
     w.add_unk_token_id(0)
     w.add_bos_token_id(1)
@@ -313,27 +346,37 @@ def export(model, vocab, path, gguf_py, description):
         w.add_tensor(f"blk.{i}.ffn_up.weight", mat(b.up.weight))
         w.add_tensor(f"blk.{i}.ffn_down.weight", mat(b.down.weight))
     w.add_tensor("output_norm.weight", vec(model.out_norm))
+    if not cfg.tied:
+        w.add_tensor("output.weight", mat(model.out))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
-def train(model, vocab, args, rng):
-    # The curriculum: windows grow from a few bars to the longest over the first 45% of the windows.
+def train(model, vocab, data, args, rng):
+    # The curriculum: windows grow from a few bars to the longest over the first 45% of the windows; in the last
+    # stage, a share of the windows (--long-share) are of the benchmark's length and a little around it.
     stages = [(6, 16), (8, 28), (10, 40), (12, args.window)]
+    long_bars = (args.long_window - 24, args.long_window + 4)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    keep = balance(read_streams(args.data_tool, 999, 400, 10, args.window))
+    keep = balance(data.streams(999, 400, 10, args.window))
     t0 = last_print = time.monotonic()
-    seen_tokens, pool, pool_stage, data_seed = 0, [], None, args.seed * 1000
+    seen_tokens, pool, pool_stage, long_pool, data_seed = 0, [], None, [], args.seed * 1000
     ans_loss_avg = rec_loss_avg = None
     for step in range(args.steps):
         frac = step / args.steps
         stage = stages[min(len(stages) - 1, int(frac / 0.6 * len(stages)))]
-        if not pool or pool_stage != stage:
-            pool, pool_stage = read_streams(args.data_tool, data_seed, 64, stage[0], stage[1]), stage
-            data_seed += 1
-        stream = pool.pop()
+        if args.long_share > 0 and stage == stages[-1] and rng.random() < args.long_share:
+            if not long_pool:
+                long_pool = data.streams(data_seed, 16, *long_bars)
+                data_seed += 1
+            stream = long_pool.pop()
+        else:
+            if not pool or pool_stage != stage:
+                pool, pool_stage = data.streams(data_seed, 64, stage[0], stage[1]), stage
+                data_seed += 1
+            stream = pool.pop()
         w = Window(vocab, stream, pick_questions(stream, keep, args.per_window, rng))
         lr = args.lr * min(1.0, (step + 1) / 200) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
@@ -354,7 +397,10 @@ def train(model, vocab, args, rng):
             last_print = now
             elapsed = now - t0
             left = elapsed / (step + 1) * (args.steps - step - 1)
-            print(f"train-analyst: {elapsed / 60:5.1f} min  window {step + 1:5d}/{args.steps}  bars {stage[0]}-{stage[1]}  "
+            longs = args.long_share > 0 and stage == stages[-1]
+            longs = f" (+{args.long_share:.0%} of {long_bars[0]}-{long_bars[1]})" if longs else ""
+            print(f"train-analyst: {elapsed / 60:5.1f} min  window {step + 1:5d}/{args.steps}  bars {stage[0]}-{stage[1]}"
+                  f"{longs}  "
                   f"answer loss {ans_loss_avg:.3f}  record loss {rec_loss_avg:.3f}  lr {lr:.2e}  "
                   f"{seen_tokens / elapsed:.0f} tokens/s  ~{left / 60:.0f} min left", flush=True)
     print(f"train-analyst: trained {args.steps} windows, {seen_tokens} tokens in {(time.monotonic() - t0) / 60:.1f} min",
@@ -364,20 +410,27 @@ def train(model, vocab, args, rng):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-tool", required=True, help="aoi-analyst-data")
+    ap.add_argument("--tokens-tool", required=True, help="aoi-analyst-tokens")
     ap.add_argument("--gguf-py", required=True, help="llama.cpp's gguf-py directory")
     ap.add_argument("--out", required=True, help="the GGUF to write")
     ap.add_argument("--steps", type=int, default=2000, help="training windows (the curriculum scales to them)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--window", type=int, default=52, help="the longest window trained on, in bars")
+    ap.add_argument("--window", type=int, default=52, help="the longest window of the curriculum, in bars")
+    ap.add_argument("--long-window", type=int, default=100,
+                    help="the benchmark's window: the last stage's long windows are of 24 bars fewer to 4 more")
+    ap.add_argument("--long-share", type=float, default=0.0, help="the last stage's share of long windows")
     ap.add_argument("--eval-streams", type=int, default=200)
     ap.add_argument("--per-window", type=int, default=28, help="question blocks per training window")
-    ap.add_argument("--record-weight", type=float, default=0.3)
+    ap.add_argument("--record-weight", type=float, default=0.3, help="the records' loss weight (answers: 1)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff", type=int, default=384)
+    ap.add_argument("--vocab", choices=Vocab.KINDS, default="chars", help="the vocabulary's kind (Vocab)")
+    ap.add_argument("--output", choices=("tied", "untied"), default="tied",
+                    help="tied: the output matrix is the token embeddings; untied: a matrix of its own")
     ap.add_argument("--eval-windows", default="52", help="held-out window lengths in bars, comma-separated")
     ap.add_argument("--checkpoint", help="where to keep the PyTorch weights (also read back with --eval-only)")
     ap.add_argument("--eval-only", action="store_true", help="evaluate and export the checkpoint, no training")
@@ -386,26 +439,30 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    vocab = Vocab()
-    cfg = Config(n_vocab=len(vocab.tokens), d=args.d, layers=args.layers, heads=args.heads, ff=args.ff)
+    data = Data(args.data_tool, args.tokens_tool)
+    vocab = Vocab(args.vocab, Vocab.words_of(data.streams(999, 50, 10, 20)))
+    cfg = Config(n_vocab=len(vocab.tokens), d=args.d, layers=args.layers, heads=args.heads, ff=args.ff,
+                 tied=args.output == "tied")
     model = Model(cfg)
+    work = tempfile.TemporaryDirectory(prefix="aoi-analyst-vocab.")  # removed when main returns
+    data.set_vocab(f"{work.name}/vocab.gguf")  # the untrained model: only its vocabulary and template matter here
+    export(model, vocab, data.gguf, args.gguf_py, "aoi's analyst model, untrained")
     n_params = sum(p.numel() for p in model.parameters())
     print(f"train-analyst: {n_params / 1e6:.2f}M parameters ({cfg.layers} layers, width {cfg.d}, {cfg.heads} heads, "
-          f"feed-forward {cfg.ff}, vocabulary {cfg.n_vocab}), {args.steps} windows, seed {args.seed}, "
-          f"{args.threads} threads", flush=True)
+          f"feed-forward {cfg.ff}, vocabulary {cfg.n_vocab} ({args.vocab}), {args.output} output), "
+          f"{args.steps} windows, seed {args.seed}, {args.threads} threads", flush=True)
 
     if args.eval_only:
         model.load_state_dict(torch.load(args.checkpoint))
     else:
-        train(model, vocab, args, rng)
+        train(model, vocab, data, args, rng)
         if args.checkpoint:
             torch.save(model.state_dict(), args.checkpoint)
 
     # Held out: other seeds than any training window's, every question at the window's last record (as a session
     # is asked right after its newest data).
     for bars in (int(b) for b in args.eval_windows.split(",")):
-        held = read_streams(args.data_tool, 7_000_000 + args.seed, args.eval_streams, bars, bars,
-                            first_after=bars - 1, every=bars)
+        held = data.streams(7_000_000 + args.seed, args.eval_streams, bars, bars, first_after=bars - 1, every=bars)
         acc, total = evaluate(model, vocab, held)
         base = baselines(held)
         print(f"train-analyst: held-out accuracy, {len(held)} windows of {bars} bars (seed {7_000_000 + args.seed}), "

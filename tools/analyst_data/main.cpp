@@ -8,7 +8,7 @@
 // records is asked it. Stream i starts at a seeded random bar of the stream seeded seed + i, so windows start
 // anywhere in a market phase.
 //
-// Built by the training script with the compiler alone (it needs only src/workload), and by CMake with the rest.
+// aoi-analyst-tokens turns these lines into the token ids a session decodes, for the model being trained.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
