@@ -54,11 +54,7 @@ Result<std::unique_ptr<Session>> Session::create(engine::Context& ctx, SessionCo
 
   std::unique_ptr<Session> s(new Session(ctx, std::move(config), std::move(primary), cells));
   const SessionConfig& cfg = s->config_;
-  if (model.adds_bos()) s->region0_.push_back(model.bos());
-  for (Token t : model.tokenize(layout.system_open, false, /*parse_special=*/true)) s->region0_.push_back(t);
-  if (!cfg.system.empty()) {
-    for (Token t : model.tokenize(cfg.system + "\n", false, /*parse_special=*/false)) s->region0_.push_back(t);
-  }
+  s->region0_ = region0_tokens(model, layout, cfg.system);
   s->scaffold_ = model.tokenize(cfg.scaffold.value_or(layout.scaffold), false, true);
   s->question_close_ = model.tokenize(cfg.question_suffix.value_or(layout.question_close), false, true);
   // A session that sets its own question suffix lays out a conversation's earlier turns with it too.
@@ -117,6 +113,17 @@ std::unique_ptr<SessionSetup> Session::begin_setup(const Session* donor) {
   const auto after = after_data();
   tokens.insert(tokens.end(), after.begin(), after.end());
   return std::unique_ptr<SessionSetup>(new SessionSetup(*this, engine::TokenFeed(seq(), 0, std::move(tokens), true)));
+}
+
+std::vector<Token> Session::region0_tokens(const engine::Model& model, const PromptLayout& layout,
+                                           const std::string& system) {
+  std::vector<Token> tokens;
+  if (model.adds_bos()) tokens.push_back(model.bos());
+  for (Token t : model.tokenize(layout.system_open, false, /*parse_special=*/true)) tokens.push_back(t);
+  if (!system.empty()) {
+    for (Token t : model.tokenize(system + "\n", false, /*parse_special=*/false)) tokens.push_back(t);
+  }
+  return tokens;
 }
 
 Result<TokenizedRecord> Session::prepare_record(std::string_view text, std::uint64_t seq, size_t index) const {

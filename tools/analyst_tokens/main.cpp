@@ -7,9 +7,8 @@
 //
 // Reads aoi-analyst-data's lines and writes each one back with a "tokens" object added:
 //   {"region0": [...], "records": [[...], ...], "prompts": [[...], ...], "answers": [[...], ...]}
-// region0 is BOS (when the vocabulary wants one), the layout's system opener and the system text with its
-// newline; records[i] is record i with its newline; prompts[j] is question j's region (scaffold, question,
-// question close); answers[j] is its answer's tokens (without the end-of-turn token).
+// region0 is Session::region0_tokens; records[i] is record i with its newline; prompts[j] is question j's
+// region (scaffold, question, question close); answers[j] is its answer's tokens (without the end-of-turn token).
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -19,6 +18,7 @@
 
 #include "aoi/engine/model.h"
 #include "aoi/session/prompt_layout.h"
+#include "aoi/session/session.h"
 
 namespace {
 
@@ -51,10 +51,8 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(std::cin, line)) {
     nlohmann::json window = nlohmann::json::parse(line);
-    std::vector<Token> region0;
-    if (model.adds_bos()) region0.push_back(model.bos());
-    append(region0, marker(layout.system_open));
-    append(region0, text(window.at("system").get<std::string>() + "\n"));
+    const std::vector<Token> region0 =
+        aoi::session::Session::region0_tokens(model, layout, window.at("system").get<std::string>());
     nlohmann::json records = nlohmann::json::array();
     for (const auto& r : window.at("records")) records.push_back(text(r.get<std::string>() + "\n"));
     nlohmann::json prompts = nlohmann::json::array();

@@ -132,6 +132,10 @@ class Session {
   // refused, never shrunk. Without a token limit, the window is all the positions the sequence has.
   static Result<std::unique_ptr<Session>> create(engine::Context& ctx, SessionConfig config, const PromptLayout& layout,
                                                  kv::SeqLease primary, kv::CellLedger& cells);
+  // Region 0 for a system text: BOS when the vocabulary wants one, the layout's system opener, then the system
+  // text and its newline (nothing when it is empty). The analyst model's training data is tokenized with it too.
+  static std::vector<Token> region0_tokens(const engine::Model& model, const PromptLayout& layout,
+                                           const std::string& system);
   // Frees the session's cells.
   ~Session();
   Session(const Session&) = delete;
