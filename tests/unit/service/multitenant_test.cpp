@@ -66,14 +66,17 @@ bool wait_ingested(Service& s, const std::string& id, std::uint64_t seq, std::ch
   return false;
 }
 
-// Asks each (session, request) at once and waits for all answers.
+// Asks each (session, request) at once and waits for all answers. The questions are asked between two passes
+// (on the inference thread), so that none is under way before the last is asked, however slow this thread.
 std::vector<Result<QueryOutcome>> ask_at_once(Service& svc,
                                               const std::vector<std::pair<std::string, QueryRequest>>& qs) {
   std::vector<std::promise<Result<QueryOutcome>>> promises(qs.size());
-  for (size_t i = 0; i < qs.size(); ++i) {
-    svc.query(svc.handle(qs[i].first), qs[i].second,
-              end_only<QueryOutcome>([&, i](Result<QueryOutcome> r) { promises[i].set_value(std::move(r)); }));
-  }
+  svc.run_on_inference_thread([&] {
+    for (size_t i = 0; i < qs.size(); ++i) {
+      svc.query(svc.handle(qs[i].first), qs[i].second,
+                end_only<QueryOutcome>([&, i](Result<QueryOutcome> r) { promises[i].set_value(std::move(r)); }));
+    }
+  });
   std::vector<Result<QueryOutcome>> out;
   for (auto& p : promises) out.push_back(p.get_future().get());
   return out;
@@ -124,7 +127,9 @@ TEST(MultiTenant, QuestionsToManySessionsAtOnceAnswerAsAloneInSharedPasses) {
 }
 
 TEST(MultiTenant, FlashRoundsOfSeveralSessionsSharePassesAndAnswerAsAlone) {
-  AOI_SERVICE(svc);
+  // Without the pass-time budget, which cuts chunks by the wall time passes take: the passes counted below
+  // would depend on the machine's speed.
+  AOI_SERVICE(svc, 20480, 256, 6, [](ServiceParams& p) { p.loop.interactive_budget_ms = 0; });
   const std::vector<std::string> ids = {"f1", "f2", "f3"};
   const std::vector<std::string> questions = {"Is the trend UP or DOWN?", "What was the last close?"};
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -144,16 +149,26 @@ TEST(MultiTenant, FlashRoundsOfSeveralSessionsSharePassesAndAnswerAsAlone) {
     return version;
   };
   for (const auto& id : ids) wait_round(id);  // the rounds of registration
-  // One session's round alone, then all three sessions' rounds for new data pushed at once.
+  // One session's round alone, then all three sessions' rounds for new data pushed at once. The pushes land
+  // between two passes (on the inference thread), so that "at once" does not depend on how quickly this thread
+  // gets from one push to the next: under ThreadSanitizer the loop had taken a turn between them.
+  auto push_between_passes = [&](const std::vector<std::pair<std::string, std::vector<std::string>>>& pushes) {
+    bool ok = true;
+    svc->run_on_inference_thread([&] {
+      for (const auto& [id, lines] : pushes) ok = ok && svc->push_text(svc->handle(id), lines).ok();
+    });
+    return ok;
+  };
   std::uint64_t before = svc->passes();
-  ASSERT_TRUE(svc->push_text(svc->handle(ids[0]), test::ohlcv_lines(1, 80)).ok());
+  ASSERT_TRUE(push_between_passes({{ids[0], test::ohlcv_lines(1, 80)}}));
   ASSERT_TRUE(wait_ingested(*svc, ids[0], svc->handle(ids[0])->last_seq_pushed()));
   wait_round(ids[0]);
   const std::uint64_t passes_alone = svc->passes() - before;
   std::vector<std::uint64_t> versions;
   before = svc->passes();
-  for (size_t i = 0; i < ids.size(); ++i)
-    ASSERT_TRUE(svc->push_text(svc->handle(ids[i]), test::ohlcv_lines(2, 90 + i)).ok());
+  std::vector<std::pair<std::string, std::vector<std::string>>> pushes;
+  for (size_t i = 0; i < ids.size(); ++i) pushes.emplace_back(ids[i], test::ohlcv_lines(2, 90 + i));
+  ASSERT_TRUE(push_between_passes(pushes));
   for (const auto& id : ids) {
     ASSERT_TRUE(wait_ingested(*svc, id, svc->handle(id)->last_seq_pushed()));
     versions.push_back(wait_round(id));
@@ -179,8 +194,9 @@ TEST(MultiTenant, FlashRoundsOfSeveralSessionsSharePassesAndAnswerAsAlone) {
   std::cout << "flash rounds together vs alone: " << tally.describe() << "; " << passes_together
             << " passes for three sessions, " << passes_alone << " for one\n";
   AOI_EXPECT_WITHIN_RULE(tally);
-  // Three sessions' appends and rounds in the passes one session's take, give or take where each begins.
-  EXPECT_LE(passes_together, 2 * passes_alone + 2);
+  // Three sessions' appends and rounds in the passes one session's take (their data differ in length: give
+  // or take a pass where a round's question needs one more chunk).
+  EXPECT_LE(passes_together, passes_alone + 2);
 }
 
 TEST(MultiTenant, ManySessionsIngestTogetherAndNoneStarvesBesideQuestions) {
