@@ -38,12 +38,12 @@ cd "$root"
 session=demo
 # The analyst model's prompt, exactly as it was trained: the system text comes from the built binary (`aoi feed
 # ohlcv --instructions`, src/workload/questions.cpp), the question texts are the benchmark's, and the template
-# renders the feed's JSON as the benchmark's bar lines. Its window is about 50 bars.
+# renders the feed's JSON as the benchmark's bar lines. Its window is about 50 bars (30 tokens each).
 template='{t},O={o},H={h},L={l},C={c},V={v}'
-window_tokens=3000
+window_tokens=1500
 flash1="Is the trend UP or DOWN?"
 flash2="What was the last close?"
-question="Is the price in a pullback? YES or NO."
+question="Is the price consolidating? YES or NO."
 ask_every=10
 case "$host" in
   0.0.0.0|::) server=http://127.0.0.1:$port ;;  # listening everywhere: talk to it over loopback
@@ -228,7 +228,7 @@ if [ -n "${AOI_API_KEY:-}" ]; then
 fi
 if [ "$custom_model" = 0 ]; then
   echo
-  echo "Note: models/analyst.gguf is a 0.9M-parameter model trained for these questions about such bars (its"
+  echo "Note: models/analyst.gguf is a 1.3M-parameter model trained for these questions about such bars (its"
   echo "accuracy per question: models/analyst.md); other questions get guesses. The flow and latency are the point."
 fi
 echo

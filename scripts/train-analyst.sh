@@ -3,8 +3,9 @@
 # installs what training needs (scripts/setup.sh --train: PyTorch, NumPy and OpenBLAS from Debian, llama.cpp's
 # pinned tree for its gguf-py), builds the data tools in the build directory (aoi-analyst-data writes the
 # windows, aoi-analyst-tokens tokenizes them as a session does: llama.cpp's library the first time), trains
-# (scripts/train_analyst.py), prints the held-out accuracy and writes the GGUF. About 80 minutes on an idle
-# 2-core machine with the defaults; models/analyst.md says what the committed model was trained with.
+# (scripts/train_analyst.py), prints the held-out accuracy and writes the GGUF. About 75 minutes on an idle
+# 2-core machine with the defaults and the tools built (their first build adds about a quarter of an hour);
+# models/analyst.md says what the committed model was trained with.
 #
 #   scripts/train-analyst.sh [--out FILE] [train_analyst.py options: --steps N --seed S ...]
 #   AOI_BUILD_DIR=DIR ...     the build directory (default: build, the one scripts/build.sh makes)

@@ -136,6 +136,22 @@ class Model(torch.nn.Module):
         if not cfg.tied:
             self.out = torch.nn.Parameter(torch.randn(cfg.n_vocab, d) * 0.02)
 
+    def init_numbers(self, vocab, dims):
+        """Gives each digit-group token's embedding a smooth code of its value in its first `dims` dimensions, so
+        that 99 starts next to 101 and far from 150: comparing prices (a range, a trend) is then learned from an
+        order the embeddings already have, instead of from 1,100 unrelated vectors (--number-init)."""
+        with torch.no_grad():
+            for i, piece in enumerate(vocab.tokens):
+                if not piece.isdigit() or vocab.types[i] != 1:
+                    continue
+                v = float(piece)
+                code = [v / 500.0 - 1.0]
+                period = 8000.0
+                while len(code) + 2 <= dims:
+                    code += [math.sin(2 * math.pi * v / period), math.cos(2 * math.pi * v / period)]
+                    period /= 3.0
+                self.emb[i, :len(code)] = 0.05 * torch.tensor(code)
+
     def output_matrix(self):
         return self.emb if self.cfg.tied else self.out
 
@@ -228,6 +244,7 @@ class Data:
         return [json.loads(line) for line in out.splitlines()]
 
 
+TYPES = ("trend", "pullback", "recent_high", "consolidation", "volume", "value", "last_close")
 BINARY = {"trend": ("UP", "DOWN"), "pullback": ("YES", "NO"), "recent_high": ("YES", "NO"),
           "consolidation": ("YES", "NO"), "volume": ("YES", "NO")}
 
@@ -382,7 +399,14 @@ def train(model, vocab, data, args, rng):
         for g in opt.param_groups:
             g["lr"] = lr
         logits = model(w.tokens, w.pos, w.mask)
-        ans_loss = F.cross_entropy(logits[w.ans_at], w.ans_tok)
+        if args.answer_loss == "type":
+            # Each question type's answers weigh the same, however many tokens its answers are (a price is four
+            # with its <|im_end|>, a YES two): per token, the yes/no types got what the prices left.
+            per = F.cross_entropy(logits[w.ans_at], w.ans_tok, reduction="none")
+            types = torch.tensor([TYPES.index(w.questions[q]["type"]) for q in w.ans_q.tolist()])
+            ans_loss = torch.stack([per[types == t].mean() for t in types.unique()]).mean()
+        else:
+            ans_loss = F.cross_entropy(logits[w.ans_at], w.ans_tok)
         rec_loss = F.cross_entropy(logits[w.rec_at], w.rec_tok)
         loss = ans_loss + args.record_weight * rec_loss
         opt.zero_grad(set_to_none=True)
@@ -413,25 +437,29 @@ def main():
     ap.add_argument("--tokens-tool", required=True, help="aoi-analyst-tokens")
     ap.add_argument("--gguf-py", required=True, help="llama.cpp's gguf-py directory")
     ap.add_argument("--out", required=True, help="the GGUF to write")
-    ap.add_argument("--steps", type=int, default=2000, help="training windows (the curriculum scales to them)")
+    ap.add_argument("--steps", type=int, default=6000, help="training windows (the curriculum scales to them)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--window", type=int, default=52, help="the longest window of the curriculum, in bars")
     ap.add_argument("--long-window", type=int, default=100,
                     help="the benchmark's window: the last stage's long windows are of 24 bars fewer to 4 more")
-    ap.add_argument("--long-share", type=float, default=0.0, help="the last stage's share of long windows")
+    ap.add_argument("--long-share", type=float, default=0.1, help="the last stage's share of long windows")
     ap.add_argument("--eval-streams", type=int, default=200)
     ap.add_argument("--per-window", type=int, default=28, help="question blocks per training window")
     ap.add_argument("--record-weight", type=float, default=0.3, help="the records' loss weight (answers: 1)")
+    ap.add_argument("--answer-loss", choices=("token", "type"), default="type",
+                    help="token: the mean over answer tokens; type: the mean over question types of theirs")
+    ap.add_argument("--number-init", type=int, default=16, metavar="DIMS",
+                    help="digit-group tokens' embeddings start with a code of their value in DIMS dimensions (0: none)")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff", type=int, default=384)
-    ap.add_argument("--vocab", choices=Vocab.KINDS, default="chars", help="the vocabulary's kind (Vocab)")
-    ap.add_argument("--output", choices=("tied", "untied"), default="tied",
+    ap.add_argument("--vocab", choices=Vocab.KINDS, default="bars", help="the vocabulary's kind (Vocab)")
+    ap.add_argument("--output", choices=("tied", "untied"), default="untied",
                     help="tied: the output matrix is the token embeddings; untied: a matrix of its own")
-    ap.add_argument("--eval-windows", default="52", help="held-out window lengths in bars, comma-separated")
+    ap.add_argument("--eval-windows", default="52,100", help="held-out window lengths in bars, comma-separated")
     ap.add_argument("--checkpoint", help="where to keep the PyTorch weights (also read back with --eval-only)")
     ap.add_argument("--eval-only", action="store_true", help="evaluate and export the checkpoint, no training")
     args = ap.parse_args()
@@ -444,13 +472,16 @@ def main():
     cfg = Config(n_vocab=len(vocab.tokens), d=args.d, layers=args.layers, heads=args.heads, ff=args.ff,
                  tied=args.output == "tied")
     model = Model(cfg)
+    if args.number_init:
+        model.init_numbers(vocab, args.number_init)
     work = tempfile.TemporaryDirectory(prefix="aoi-analyst-vocab.")  # removed when main returns
     data.set_vocab(f"{work.name}/vocab.gguf")  # the untrained model: only its vocabulary and template matter here
     export(model, vocab, data.gguf, args.gguf_py, "aoi's analyst model, untrained")
     n_params = sum(p.numel() for p in model.parameters())
     print(f"train-analyst: {n_params / 1e6:.2f}M parameters ({cfg.layers} layers, width {cfg.d}, {cfg.heads} heads, "
           f"feed-forward {cfg.ff}, vocabulary {cfg.n_vocab} ({args.vocab}), {args.output} output), "
-          f"{args.steps} windows, seed {args.seed}, {args.threads} threads", flush=True)
+          f"{args.steps} windows, seed {args.seed}, {args.threads} threads; answer loss per {args.answer_loss}, "
+          f"record weight {args.record_weight}, number code {args.number_init or 'none'}", flush=True)
 
     if args.eval_only:
         model.load_state_dict(torch.load(args.checkpoint))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The analyst model's accuracy through aoi in one command (prints, never asserts): held-out streams at the demo's
-# window (50 bars, about 3,000 tokens: scripts/run.sh) and at the streaming benchmark's cpu preset window (100
+# window (50 bars, about 1,500 tokens: scripts/run.sh) and at the streaming benchmark's cpu preset window (100
 # bars), each question type asked of a stateful and a naive session, beside trivial answers.
 #
 #   bench/analyst/run.sh [--preset quick|cpu] [--model PATH] [--threads N] [--out DIR] [--skip-build]
@@ -40,7 +40,7 @@ bench_model "$model"
 rm -rf "$out"
 mkdir -p "$out"
 
-# Sessions of up to 100 bars (about 6,000 tokens) and their questions; a stateful and a naive session at once.
+# Sessions of up to 100 bars (about 3,000 tokens) and their questions; a stateful and a naive session at once.
 # The KV cache as aoi serve's default, which the demo runs (keys Q8_0 where the heads allow it, values F16).
 settings="model $(basename "$model"), $threads threads, context 16384 for 2 sessions, KV cache K q8_0 V f16, CPU"
 port=$(free_port)

@@ -52,7 +52,7 @@ while [ $# -gt 0 ]; do
 done
 
 case "$preset" in
-  quick)  # ~80 bars at most, 59 tokens each with the analyst model's characters
+  quick)  # ~80 bars at most, 30 tokens each with the analyst model's vocabulary
     initial=20 per=10 iterations=7 window=40 max_tokens=8 every=${naive_every:-1} ctx=6144 runs=${repeats:-1}
     default_model=models/analyst.gguf ;;
   cpu)    # the paper's run scaled to what 2 CPU cores do in ~30 min: 250 bars at most (~9K tokens)

@@ -77,12 +77,12 @@ TEST(Equivalence, StreamingWithAQuantizedCacheAndFlashAttention) {
 // The analyst model (models/analyst.gguf), trained on the benchmark's bars and questions: its answers follow the
 // data and its logit gaps are wide, so the stateful and naive sessions must agree on answers that mean
 // something. The bars and the prompt are the ones it was trained on; its window is about 50 bars, and retention
-// here keeps about 25 of them (59 tokens each), so the run evicts and rebuilds.
+// here keeps 25 of them (30 tokens each), so the run evicts and rebuilds.
 TEST(Equivalence, StreamingOnTheAnalystModel) {
   AOI_REQUIRE_MODEL(model, "analyst");
   SessionConfig config;
   config.system = workload::instructions();
-  config.retention.max_tokens = 1500;
+  config.retention.max_tokens = 750;
   config.query_budget = 96;
   std::vector<std::string> questions;
   std::vector<workload::Bar> bars = workload::OhlcvGenerator({.seed = 4242}).take(300);
