@@ -41,10 +41,10 @@ bench/update_docs.py analyst bench-out/analyst-cpu/summary.md
 
 How often `models/analyst.gguf` (models/analyst.md) answers the streaming benchmark's questions right, through
 aoi: held-out streams (seeds no training window used) at the demo's window (50 bars, about 1,500 tokens) and at
-the streaming benchmark's `cpu` window (100 bars; a tenth of the model's last training windows were that long), every question type
-asked after the last bar of a stateful and of a naive session, graded by the benchmark's rules. Beside them,
-trivial answers over the same streams: each yes/no question's most common answer, and the last bar's open for
-the prices.
+the streaming benchmark's `cpu` window (100 bars, a length only a tenth of the model's last training windows
+had), every question type asked after the last bar of a stateful and of a naive session, graded by the
+benchmark's rules. Beside them, trivial answers over the same streams: each yes/no question's most common
+answer, and the last bar's open for the prices.
 
 """),
     "stateless": ("## Soak", """## Stateless endpoints
