@@ -194,6 +194,7 @@ class Window:
         tokens, pos, limit, block = list(main), list(range(len(main))), [i + 1 for i in range(len(main))], \
             [0] * len(main)
         ans_at, ans_tok, ans_q = [], [], []  # logits row, target token, question index
+        ans_kind, kinds = [], {}  # each answer token's question type, numbered in this window
         for qi, q in enumerate(questions):
             start = rec_end[stream["questions"][q]["after"]]
             prompt = tok["prompts"][q]
@@ -208,6 +209,7 @@ class Window:
                 ans_at.append(first + len(prompt) - 1 + j)
                 ans_tok.append(answer[j])
                 ans_q.append(qi)
+                ans_kind.append(kinds.setdefault(stream["questions"][q]["type"], len(kinds)))
         self.tokens = torch.tensor(tokens)
         self.pos = torch.tensor(pos)
         lim = torch.tensor(limit)
@@ -221,6 +223,8 @@ class Window:
         self.ans_at = torch.tensor(ans_at, dtype=torch.long)
         self.ans_tok = torch.tensor(ans_tok, dtype=torch.long)
         self.ans_q = torch.tensor(ans_q, dtype=torch.long)
+        self.ans_kind = torch.tensor(ans_kind, dtype=torch.long)
+        self.kinds = len(kinds)
         self.questions = [stream["questions"][q] for q in questions]
 
 
@@ -244,7 +248,6 @@ class Data:
         return [json.loads(line) for line in out.splitlines()]
 
 
-TYPES = ("trend", "pullback", "recent_high", "consolidation", "volume", "value", "last_close")
 BINARY = {"trend": ("UP", "DOWN"), "pullback": ("YES", "NO"), "recent_high": ("YES", "NO"),
           "consolidation": ("YES", "NO"), "volume": ("YES", "NO")}
 
@@ -403,8 +406,7 @@ def train(model, vocab, data, args, rng):
             # Each question type's answers weigh the same, however many tokens its answers are (a price is four
             # with its <|im_end|>, a YES two): per token, the yes/no types got what the prices left.
             per = F.cross_entropy(logits[w.ans_at], w.ans_tok, reduction="none")
-            types = torch.tensor([TYPES.index(w.questions[q]["type"]) for q in w.ans_q.tolist()])
-            ans_loss = torch.stack([per[types == t].mean() for t in types.unique()]).mean()
+            ans_loss = torch.stack([per[w.ans_kind == k].mean() for k in range(w.kinds)]).mean()
         else:
             ans_loss = F.cross_entropy(logits[w.ans_at], w.ans_tok)
         rec_loss = F.cross_entropy(logits[w.rec_at], w.rec_tok)
